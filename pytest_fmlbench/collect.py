@@ -1,0 +1,136 @@
+"""Collection: a folder with a task.yaml becomes a collector with one test item per seed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from .record import RunRecord
+from .runner import RunBusy, RunError, RunOutcome, execute
+from .scoring import ni_test
+from .spec import TASK_FILE, Task, TaskSpecError, load_task
+
+BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
+RUN_DIR_PROPERTY = "fmlbench_run_dir"
+REUSED_PROPERTY = "fmlbench_reused"
+
+
+class BenchmarkFailure(Exception):
+    """A benchmark outcome that fails the item (integrity, constraint, no test result); one line."""
+
+
+class TaskDirectory(pytest.Directory):
+    def collect(self):
+        try:
+            task = load_task(self.path / TASK_FILE)
+        except TaskSpecError as exc:
+            raise self.CollectError(str(exc)) from None
+        spec = task.spec
+        marks = [spec.profile, spec.domain, *spec.markers] + (["gpu"] if spec.resources.gpus else [])
+        for mark in dict.fromkeys(marks):
+            self.config.addinivalue_line("markers", f"{mark}: FML-bench tasks marked {mark}")
+        for seed in range(self.config.getoption("seeds")):
+            item = TaskItem.from_parent(self, name=f"{spec.id}[seed{seed}]", task=task, seed=seed)
+            for mark in dict.fromkeys(marks):
+                item.add_marker(mark)
+            yield item
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
+
+
+class TaskItem(pytest.Item):
+    def __init__(self, *, task: Task, seed: int, **kwargs):
+        super().__init__(**kwargs)
+        self.task = task
+        self.seed = seed
+        self.outcome: RunOutcome | None = None
+
+    def reportinfo(self):
+        return self.path / TASK_FILE, None, f"{self.task.id}[seed{self.seed}]"
+
+    def setup(self) -> None:
+        # the whole run happens in setup: a crash of the harness or the agent then reports as an error,
+        # while a broken contract (integrity, constraint) fails the test in runtest
+        bench = self.config.stash.get(BENCH_KEY, None)
+        if bench is None:
+            pytest.skip("no --agent given: benchmark tasks run only with --agent=NAME")
+        try:
+            self.outcome = execute(self.task, self.seed, bench.settings)
+        except RunError:
+            self._record_from_disk(bench)
+            raise
+        self._record_properties(self.outcome.record, self.outcome.store.dir, self.outcome.reused)
+
+    def _record_from_disk(self, bench) -> None:
+        from .runner import run_dir_for
+        from .record import RunStore
+
+        _, run_dir = run_dir_for(bench.settings, self.task, self.seed)
+        store = RunStore(run_dir)
+        if store.exists():
+            self._record_properties(store.load(), run_dir, False)
+
+    def _record_properties(self, record: RunRecord, run_dir: Path, reused: bool) -> None:
+        test_ni = ni_test(record)
+        properties = {
+            "task": record.task, "agent": record.agent, "model": record.model or "none",
+            "provider": record.provider or "none", "seed": record.seed, "steps": record.steps_used,
+            "baseline_val": record.baseline_val, "baseline_test": record.baseline_test,
+            "best_val": _num(record.best_val), "final_val": _num(record.final_val),
+            "test_metric": _num(record.test_metric),
+            "normalized_improvement": "nan" if math.isnan(test_ni) else test_ni,
+            "valid_step_ratio": record.valid_steps / record.steps_used if record.steps_used else "nan",
+            "tokens_total": record.usage.total_tokens,
+            "cost_usd": "unknown" if record.usage.cost_usd is None else round(record.usage.cost_usd, 6),
+            "wall_clock_s": round(record.wall_clock_s, 3), "integrity": record.integrity,
+            "status": record.status, "constraint_violated": str(record.constraint_violated).lower(),
+            RUN_DIR_PROPERTY: str(run_dir), REUSED_PROPERTY: str(reused).lower(),
+        }
+        self.user_properties[:] = [(k, v) for k, v in self.user_properties if k not in properties]
+        self.user_properties.extend(properties.items())
+
+    def runtest(self) -> None:
+        record = self.outcome.record
+        if record.integrity == "violated":
+            raise BenchmarkFailure(f"{record.task}: " + "; ".join(record.integrity_violations))
+        if record.constraint_violated:
+            broken = [c for c in record.test_constraints if not c.ok]
+            raise BenchmarkFailure(f"{record.task}: constraint broken on test: " + "; ".join(
+                f"{c.name}: {c.detail or f'{c.value} vs limit {c.limit}'}" for c in broken))
+        if record.test_error:
+            raise BenchmarkFailure(f"{record.task}: no test result: {record.test_error.splitlines()[0]}")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, (BenchmarkFailure, RunError, RunBusy)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    # setup errors are rendered by this method in pytest; keep harness/agent crashes to their message
+    # (the full traceback is in the run record)
+    def _repr_failure_py(self, excinfo, style=None):
+        if isinstance(excinfo.value, (RunError, RunBusy)):
+            cause = excinfo.value.__cause__
+            detail = f"\n(details: {self.outcome_dir()}/record.json)" if cause is not None else ""
+            return f"{excinfo.value}{detail}"
+        return super()._repr_failure_py(excinfo, style)
+
+    def outcome_dir(self) -> str:
+        from .runner import run_dir_for
+
+        bench = self.config.stash.get(BENCH_KEY, None)
+        return str(run_dir_for(bench.settings, self.task, self.seed)[1]) if bench else "?"
+
+
+def _num(value: float | None) -> float | str:
+    return "nan" if value is None else value
+
+
+def collect_task_directory(path: Path, parent: pytest.Collector) -> TaskDirectory | None:
+    if (path / TASK_FILE).is_file():
+        return TaskDirectory.from_parent(parent, path=path)
+    return None

@@ -1,0 +1,71 @@
+"""pytest hooks: options, configuration, collection, and the controller-side summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from . import devices
+from .collect import BENCH_KEY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
+from .options import BenchConfig, add_options
+from .report import load_runs, render, write_csvs
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for mark, text in (("lite", "tasks in the FML-bench-Lite profile"), ("full", "tasks in the full profile only"),
+                       ("gpu", "tasks that use a GPU when one is present")):
+        config.addinivalue_line("markers", f"{mark}: {text}")
+    bench = BenchConfig.from_pytest(config)
+    config.stash[BENCH_KEY] = bench
+    # xdist workers report to the controller, which alone aggregates and prints
+    if bench is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ResultsCollector(config, bench), "fmlbench-results")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector):
+    return collect_task_directory(path, parent)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if config.stash.get(BENCH_KEY, None) is None:
+        return None
+    return devices.auto_workers(gpus_per_task=1)
+
+
+class ResultsCollector:
+    """Controller-side: gathers run directories from reports (they cross xdist) and prints the tables."""
+
+    def __init__(self, config: pytest.Config, bench: BenchConfig):
+        self.config = config
+        self.bench = bench
+        self.runs: dict[str, tuple[Path, bool]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        run_dir = props.get(RUN_DIR_PROPERTY)
+        if run_dir:
+            self.runs[report.nodeid] = (Path(run_dir), props.get(REUSED_PROPERTY) == "true")
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.runs:
+            return
+        runs = load_runs(sorted({run_dir for run_dir, _ in self.runs.values()}))
+        terminalreporter.write_sep("=", "FML-bench results")
+        reused = sorted(nodeid.split("::")[-1] for nodeid, (_, was_reused) in self.runs.items() if was_reused)
+        if reused:
+            terminalreporter.write_line(
+                f"reused {len(reused)} finished run(s) recorded earlier (pass --fresh to recompute): "
+                + ", ".join(reused)
+            )
+        terminalreporter.write(render(runs, width=max(100, terminalreporter._tw.fullwidth)))
+        report_dir = self.bench.settings.out_dir / "reports"
+        write_csvs(runs, report_dir)
+        terminalreporter.write_line(
+            f"tables written to {report_dir}/ ; run records under {self.bench.settings.out_dir / 'runs'}/"
+        )

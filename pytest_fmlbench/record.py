@@ -1,0 +1,197 @@
+"""The run record: one typed log per (task, agent, model, seed) that feeds every consumer.
+
+On disk, under the run directory::
+
+    record.json            RunRecord (rewritten atomically after every step)
+    steps.jsonl            one StepRecord per line, appended as each step finishes
+    snapshots/step_NNNN.json   the editable files each step ran (never the task's data)
+    logs/                  command output (tails kept)
+
+A killed run therefore loses at most the step in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .evalkit import ConstraintOutcome
+
+SCHEMA_VERSION = 1
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Usage(BaseModel):
+    """LLM token usage. ``cost_usd`` is None when any call's price was unknown."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    calls: int = 0
+    cost_usd: float | None = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            calls=self.calls + other.calls,
+            cost_usd=cost,
+        )
+
+
+class StepRecord(BaseModel):
+    """One step = one validation run; also one node of the agent's search tree."""
+
+    model_config = ConfigDict(extra="forbid")
+    step: int = Field(ge=1)
+    parent: int | None = None
+    action: str
+    plan: str = ""
+    idea: str | None = None
+    edit_applied: bool = True
+    edit_error: str = ""
+    success: bool
+    metric: float | None = None
+    metrics: dict[str, float] = {}
+    constraints: list[ConstraintOutcome] = []
+    error: str = ""
+    analysis: str = ""
+    duration_s: float = 0.0
+    started_at: datetime
+    usage: Usage = Usage()
+    snapshot: str
+    snapshot_sha256: str
+    is_best: bool = False
+    extra: dict[str, Any] = {}
+
+    @property
+    def is_buggy(self) -> bool:
+        return not self.success
+
+
+RunStatus = Literal["running", "finished", "error", "integrity_violated", "stopped"]
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    task: str
+    task_version: int
+    task_fingerprint: str
+    domain: str
+    agent: str
+    agent_options: dict[str, Any] = {}
+    model: str | None = None
+    provider: str | None = None
+    seed: int
+    steps_budget: int
+    status: RunStatus = "running"
+    stop_reason: str | None = None
+    error: str | None = None
+    # the task's scoring contract, copied so a record can be rescored without the task folder
+    metric_key: str
+    direction: Literal["higher", "lower"]
+    baseline_val: float
+    baseline_test: float
+    norm_best: float
+    norm_worst: float | Literal["baseline"]
+    steps_used: int = 0
+    valid_steps: int = 0
+    best_step: int | None = None
+    best_val: float | None = None
+    final_val: float | None = None
+    test_metric: float | None = None
+    test_metrics: dict[str, float] = {}
+    test_constraints: list[ConstraintOutcome] = []
+    constraint_violated: bool = False
+    test_error: str | None = None
+    test_on_baseline: bool = False
+    integrity: Literal["ok", "violated"] = "ok"
+    integrity_violations: list[str] = []
+    usage: Usage = Usage()
+    wall_clock_s: float = 0.0
+    started_at: datetime = Field(default_factory=now)
+    finished_at: datetime | None = None
+    devices: list[str] = []
+    resumed_from_step: int | None = None
+
+
+class RunStore:
+    """Reads and writes one run directory."""
+
+    def __init__(self, run_dir: Path):
+        self.dir = run_dir
+        self.record_path = run_dir / "record.json"
+        self.steps_path = run_dir / "steps.jsonl"
+        self.snapshots = run_dir / "snapshots"
+        self.logs = run_dir / "logs"
+
+    def exists(self) -> bool:
+        return self.record_path.is_file()
+
+    def load(self) -> RunRecord:
+        return RunRecord.model_validate_json(self.record_path.read_text())
+
+    def save(self, record: RunRecord) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.record_path, record.model_dump_json(indent=2))
+
+    def load_steps(self) -> list[StepRecord]:
+        """Steps recorded so far; a line torn by a kill mid-write is dropped."""
+        if not self.steps_path.is_file():
+            return []
+        steps = []
+        for line in self.steps_path.read_text().splitlines():
+            try:
+                steps.append(StepRecord.model_validate_json(line))
+            except ValidationError:
+                break
+        return steps
+
+    def append_step(self, step: StepRecord) -> None:
+        with open(self.steps_path, "a") as fh:
+            fh.write(step.model_dump_json() + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def rewrite_steps(self, steps: list[StepRecord]) -> None:
+        _atomic_write(self.steps_path, "".join(s.model_dump_json() + "\n" for s in steps))
+
+    def write_snapshot(self, step: int, files: dict[str, str]) -> tuple[str, str]:
+        self.snapshots.mkdir(parents=True, exist_ok=True)
+        name = f"step_{step:04d}.json"
+        _atomic_write(self.snapshots / name, json.dumps(files, indent=1, sort_keys=True))
+        return f"snapshots/{name}", files_sha256(files)
+
+    def read_snapshot(self, name: str) -> dict[str, str]:
+        return json.loads((self.dir / name).read_text())
+
+
+def files_sha256(files: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

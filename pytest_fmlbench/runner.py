@@ -1,0 +1,197 @@
+"""One benchmark run: workspace -> agent loop -> final test on the best code -> run record.
+
+Follows the original's protocol: the agent spends ``steps`` validation runs; then a fresh workspace
+gets the best-validation code, validation is re-run, and the hidden test split is run once. The agent
+never sees a test number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from . import devices
+from .agents import Agent
+from .executor import scrubbed_env
+from .record import RunRecord, RunStore, now
+from .session import BudgetExhausted, RunStopped, Session
+from .spec import Task
+from .workspace import HarnessError, IntegrityViolation, Workspace
+
+# statuses whose result is final: a re-run of the same command reuses them
+FINAL_STATUSES = ("finished", "integrity_violated", "stopped")
+
+
+class RunError(RuntimeError):
+    """The harness or the agent crashed; the record is saved with status 'error'."""
+
+
+class RunBusy(RuntimeError):
+    """Another process is running the same run right now."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    agent_cls: type[Agent]
+    agent_name: str
+    agent_options: Any
+    out_dir: Path
+    steps: int
+    model: str | None = None
+    provider: str | None = None
+    fresh: bool = False
+    llm_factory: Callable[[RunRecord], Any] | None = None
+    log: Callable[[str], None] = field(default=lambda msg: None)
+
+    def identity(self, task: Task, seed: int) -> dict[str, Any]:
+        return {
+            "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint(),
+            "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
+            "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
+        }
+
+
+@dataclass
+class RunOutcome:
+    record: RunRecord
+    store: RunStore
+    reused: bool = False
+
+
+def _slug(text: str | None) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text or "none").strip("-")[:60] or "none"
+
+
+def run_dir_for(settings: RunSettings, task: Task, seed: int) -> tuple[str, Path]:
+    ident = settings.identity(task, seed)
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+    name = f"{_slug(settings.agent_name)}__{_slug(settings.model)}__seed{seed}__{digest}"
+    return digest, settings.out_dir / "runs" / task.id / name
+
+
+def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
+    run_id, run_dir = run_dir_for(settings, task, seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(run_dir / ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise RunBusy(f"{task.id} seed {seed}: this run is in progress in another process ({run_dir})") from None
+    try:
+        return _execute_locked(task, seed, settings, run_id, RunStore(run_dir))
+    finally:
+        lock.release()
+
+
+def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, store: RunStore) -> RunOutcome:
+    prior_steps = []
+    prior_wall = 0.0
+    if store.exists() and settings.fresh:
+        for child in store.dir.iterdir():
+            if child.name != ".lock":
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    elif store.exists():
+        previous = store.load()
+        if previous.status in FINAL_STATUSES:
+            return RunOutcome(previous, store, reused=True)
+        prior_steps = store.load_steps()
+        prior_wall = previous.wall_clock_s
+
+    spec = task.spec
+    record = RunRecord(
+        run_id=run_id, task=task.id, task_version=spec.version, task_fingerprint=task.fingerprint(),
+        domain=spec.domain, agent=settings.agent_name,
+        agent_options=settings.agent_options.model_dump(mode="json"), model=settings.model,
+        provider=settings.provider, seed=seed, steps_budget=settings.steps, metric_key=spec.metric.key,
+        direction=spec.metric.direction, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
+        norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
+        devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
+        resumed_from_step=len(prior_steps) if prior_steps else None,
+    )
+    store.save(record)
+    if prior_steps:
+        settings.log(f"{task.id} seed {seed}: resuming after {len(prior_steps)} recorded step(s)")
+    started = time.monotonic()
+    env = scrubbed_env(devices.experiment_env(spec.resources.gpus))
+
+    def finish(status: str, **fields: Any) -> RunOutcome:
+        for name, value in fields.items():
+            setattr(record, name, value)
+        record.status = status
+        record.finished_at = now()
+        record.wall_clock_s = prior_wall + time.monotonic() - started
+        store.save(record)
+        return RunOutcome(record, store)
+
+    try:
+        search = Workspace.create(task, store.dir / "search", env, store.logs)
+        manifest = search.take_manifest()
+        llm = settings.llm_factory(record) if settings.llm_factory else None
+        session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log)
+        agent = settings.agent_cls(settings.agent_options)
+        stop_reason = None
+        try:
+            agent.run(session)
+        except BudgetExhausted:
+            pass
+        except RunStopped as exc:
+            stop_reason = str(exc)
+        problems = manifest.verify()
+        if problems:
+            raise IntegrityViolation(problems, "before the final test")
+        _final_test(task, session, store, record, env, manifest)
+    except IntegrityViolation as exc:
+        return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,
+                      error=str(exc))
+    except (HarnessError, OSError) as exc:
+        finish("error", error=f"{type(exc).__name__}: {exc}")
+        raise RunError(f"{task.id}: harness error: {exc}") from exc
+    except Exception as exc:
+        tb = "".join(traceback.format_exception(exc, limit=-6))
+        finish("error", error=tb[-4000:])
+        raise RunError(f"{task.id}: agent {settings.agent_name} crashed: {type(exc).__name__}: {exc}") from exc
+    if stop_reason:
+        return finish("stopped", stop_reason=stop_reason)
+    return finish("finished")
+
+
+def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest) -> None:
+    """Fresh workspace, best-val code restored, validation re-run, test run once."""
+    best = session.best
+    if best is None:
+        files = session.baseline_files
+        record.test_on_baseline = True
+    else:
+        files = store.read_snapshot(best.snapshot)
+    final = Workspace.create(task, store.dir / "final", env, store.logs)
+    final_manifest = manifest.with_workspace(final.path)
+    problems = final_manifest.verify()
+    if problems:
+        raise IntegrityViolation(problems, "in the fresh test workspace")
+    restored = final.editor.set_files(files)
+    if not restored.applied:
+        record.test_error = f"could not restore the best code: {restored.error}"
+        return
+    val = final.run_split("val", "final", manifest=final_manifest)
+    record.final_val = val.metric if val.success else None
+    if not val.success:
+        record.test_error = f"validation re-run of the best code failed: {val.error[-500:]}"
+        return
+    test = final.run_split("test", "final", manifest=final_manifest)
+    if not test.success:
+        record.test_error = f"test run failed: {test.error[-500:]}"
+        return
+    record.test_metric = test.metric
+    record.test_metrics = test.metrics
+    record.test_constraints = test.constraints
+    record.constraint_violated = test.constraint_violated

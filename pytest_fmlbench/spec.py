@@ -1,0 +1,214 @@
+"""The task specification: ``task_suites/<task_id>/task.yaml`` as a typed model.
+
+A task folder holds:
+
+* ``task.yaml``   - this spec;
+* ``workspace/``  - the baseline code the agent works on (editable + protected files);
+* ``harness/``    - protected code the agent never gets a copy of: data preparation and the evaluator.
+
+Commands are format strings. Placeholders: ``{python}`` (the interpreter running pytest),
+``{workspace}``, ``{harness}``, ``{split}`` (``val`` or ``test``), ``{out}`` (where the experiment
+writes its artefacts), ``{private}`` (harness-only data: labels the experiment never loads),
+``{result}`` (where the evaluator writes its JSON verdict).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+TASK_FILE = "task.yaml"
+PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result"}
+
+
+class TaskSpecError(Exception):
+    """A task.yaml that cannot be used; the message is one line naming file, field and problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metric(_Strict):
+    key: str = Field(description="key in the evaluator's per-dataset 'means'")
+    direction: Literal["higher", "lower"]
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether ``a`` is strictly better than ``b``."""
+        return a > b if self.direction == "higher" else a < b
+
+
+class Baseline(_Strict):
+    val: float
+    test: float
+
+
+class Normalization(_Strict):
+    """NI bounds. ``worst`` may be the word ``baseline`` (the baseline test value)."""
+
+    best: float
+    worst: float | Literal["baseline"]
+
+    def scale(self, baseline_test: float) -> float:
+        worst = baseline_test if self.worst == "baseline" else self.worst
+        return abs(self.best - worst)
+
+
+class Commands(_Strict):
+    prepare: str = Field(description="harness: materialise data for a split (runs from pristine code)")
+    val: str = Field(description="experiment on the validation split (imports editable files)")
+    test: str = Field(description="experiment on the hidden test split")
+    evaluate: str = Field(description="harness: compute metrics from the experiment's artefacts")
+
+    @field_validator("*")
+    @classmethod
+    def _known_placeholders(cls, value: str) -> str:
+        names = {name for _, name, _, _ in string.Formatter().parse(value) if name}
+        unknown = names - PLACEHOLDERS
+        if unknown:
+            raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; allowed: {sorted(PLACEHOLDERS)}")
+        return value
+
+
+class Constraint(_Strict):
+    name: str
+    description: str
+
+
+class Knob(_Strict):
+    """One tunable hyper-parameter in the task's editable JSON config (for random search)."""
+
+    type: Literal["float", "int", "choice"]
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    values: list[str | int | float | bool] | None = None
+
+    @model_validator(mode="after")
+    def _range_or_values(self) -> Knob:
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("a choice knob needs 'values'")
+        else:
+            if self.low is None or self.high is None or self.low > self.high:
+                raise ValueError("a numeric knob needs low <= high")
+            if self.log and self.low <= 0:
+                raise ValueError("a log-scale knob needs low > 0")
+        return self
+
+
+class Knobs(_Strict):
+    file: str = Field(description="editable JSON file holding the knobs as top-level keys")
+    space: dict[str, Knob]
+
+
+class Resources(_Strict):
+    gpus: int = Field(0, ge=0, description="GPUs one run uses when GPUs exist (0: CPU only)")
+
+
+class TaskSpec(_Strict):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    version: int = 1
+    domain: str
+    title: str
+    description: str = Field(min_length=1, description="what the agent is told")
+    profile: Literal["lite", "full"]
+    markers: list[str] = []
+    editable: list[str] = Field(min_length=1)
+    protected: list[str] = Field(min_length=1, description="globs under workspace/")
+    commands: Commands
+    metric: Metric
+    baseline: Baseline
+    normalization: Normalization
+    constraints: list[Constraint] = []
+    timeout_s: float = Field(gt=0)
+    knobs: Knobs | None = None
+    resources: Resources = Resources()
+
+    @field_validator("editable")
+    @classmethod
+    def _relative_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            p = Path(path)
+            if p.is_absolute() or ".." in p.parts:
+                raise ValueError(f"{path!r} must be a relative path inside the workspace")
+        return value
+
+    @model_validator(mode="after")
+    def _knobs_in_editable_file(self) -> TaskSpec:
+        if self.knobs and self.knobs.file not in self.editable:
+            raise ValueError(f"knobs.file {self.knobs.file!r} is not an editable file")
+        if self.normalization.scale(self.baseline.test) == 0:
+            raise ValueError("normalization bounds give a zero range")
+        return self
+
+
+class Task:
+    """A loaded task: the spec plus where its folder is and a fingerprint of its contents."""
+
+    def __init__(self, spec: TaskSpec, root: Path):
+        self.spec = spec
+        self.root = root
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def harness_dir(self) -> Path:
+        return self.root / "harness"
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def fingerprint(self) -> str:
+        """sha256 over the task's files, so a changed task never reuses an old run."""
+        digest = hashlib.sha256()
+        for path in sorted(p for p in self.root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(path.relative_to(self.root)).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return digest.hexdigest()
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"field '{field}': {msg}{more}"
+
+
+def load_task(task_yaml: Path) -> Task:
+    """Parse and validate one task.yaml; raise TaskSpecError with a one-line reason."""
+    where = str(task_yaml)
+    try:
+        raw = yaml.safe_load(task_yaml.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise TaskSpecError(f"{where}:{line} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise TaskSpecError(f"{where}: expected a mapping of fields, got {type(raw).__name__}")
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise TaskSpecError(f"{where}: {_first_error(exc)}") from None
+    root = task_yaml.parent
+    if spec.id != root.name:
+        raise TaskSpecError(f"{where}: field 'id': {spec.id!r} must match the folder name {root.name!r}")
+    for sub in ("workspace", "harness"):
+        if not (root / sub).is_dir():
+            raise TaskSpecError(f"{where}: the task folder has no {sub}/ directory")
+    for path in spec.editable:
+        if not (root / "workspace" / path).is_file():
+            raise TaskSpecError(f"{where}: field 'editable': {path!r} does not exist in workspace/")
+    for pattern in spec.protected:
+        if not any((root / "workspace").glob(pattern)):
+            raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
+    return Task(spec, root)
