@@ -35,6 +35,18 @@ def _walk_files(root: Path) -> list[Path]:
     return found
 
 
+def protected_files(workspace: Path, globs: list[str]) -> list[Path]:
+    """Files matched by the task's protected globs; a matched directory protects everything below it."""
+    found: set[Path] = set()
+    for pattern in globs:
+        for path in workspace.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                found.update(p for p in _walk_files(path) if not p.is_symlink())
+            elif path.is_file() and not path.is_symlink():
+                found.add(path)
+    return sorted(found)
+
+
 @dataclass(frozen=True)
 class Manifest:
     """sha256 of every protected file, by label ('workspace/train.py', 'harness/evaluate.py')."""
@@ -49,10 +61,8 @@ class Manifest:
     @classmethod
     def take(cls, workspace: Path, protected_globs: list[str], harness: Path, editable: list[str]) -> Manifest:
         hashes: dict[str, str] = {}
-        for pattern in protected_globs:
-            for path in sorted(workspace.glob(pattern)):
-                if path.is_file() and not path.is_symlink():
-                    hashes[f"workspace/{path.relative_to(workspace).as_posix()}"] = sha256_file(path)
+        for path in protected_files(workspace, protected_globs):
+            hashes[f"workspace/{path.relative_to(workspace).as_posix()}"] = sha256_file(path)
         for path in sorted(_walk_files(harness)):
             if "__pycache__" in path.parts:
                 continue

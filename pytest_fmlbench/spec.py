@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 TASK_FILE = "task.yaml"
 PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result"}
@@ -139,13 +139,20 @@ class TaskSpec(_Strict):
                 raise ValueError(f"{path!r} must be a relative path inside the workspace")
         return value
 
-    @model_validator(mode="after")
-    def _knobs_in_editable_file(self) -> TaskSpec:
-        if self.knobs and self.knobs.file not in self.editable:
-            raise ValueError(f"knobs.file {self.knobs.file!r} is not an editable file")
-        if self.normalization.scale(self.baseline.test) == 0:
-            raise ValueError("normalization bounds give a zero range")
-        return self
+    @field_validator("normalization")
+    @classmethod
+    def _non_zero_range(cls, value: Normalization, info: ValidationInfo) -> Normalization:
+        baseline = info.data.get("baseline")
+        if baseline is not None and value.scale(baseline.test) == 0:
+            raise ValueError("bounds give a zero range")
+        return value
+
+    @field_validator("knobs")
+    @classmethod
+    def _knobs_in_editable_file(cls, value: Knobs | None, info: ValidationInfo) -> Knobs | None:
+        if value is not None and value.file not in info.data.get("editable", []):
+            raise ValueError(f"knobs.file {value.file!r} is not an editable file")
+        return value
 
 
 class Task:

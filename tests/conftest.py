@@ -1,0 +1,46 @@
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def toy(pytester: pytest.Pytester) -> Path:
+    """A project folder holding the numpy-only toy task; returns the task folder."""
+    shutil.copytree(DATA / "toy_task", pytester.path / "toy_task")
+    return pytester.path / "toy_task"
+
+
+@pytest.fixture
+def write_agent(pytester: pytest.Pytester):
+    """Write a user agent module into the project folder; returns the --agent value for it."""
+
+    def write(body: str, name: str = "my_agent.py", cls: str = "MyAgent") -> str:
+        (pytester.path / name).write_text(textwrap.dedent(body))
+        return f"{name}:{cls}"
+
+    return write
+
+
+@pytest.fixture
+def bench(pytester: pytest.Pytester):
+    """Run the plugin in a child pytest, as users run it."""
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+    return run
+
+
+def load_record(project: Path, task: str = "toy_task") -> dict:
+    import json
+
+    records = sorted((project / "reports" / "fmlbench" / "runs" / task).glob("*/record.json"))
+    assert len(records) == 1, records
+    return json.loads(records[0].read_text())
