@@ -63,7 +63,7 @@ class ResultsCollector:
                 f"reused {len(reused)} finished run(s) recorded earlier (pass --fresh to recompute): "
                 + ", ".join(reused)
             )
-        terminalreporter.write(render(runs, width=max(100, terminalreporter._tw.fullwidth)))
+        terminalreporter.write(render(runs, width=max(170, terminalreporter._tw.fullwidth)))
         report_dir = self.bench.settings.out_dir / "reports"
         write_csvs(runs, report_dir)
         terminalreporter.write_line(

@@ -65,9 +65,9 @@ def build_tables(scores: Scores, title: str) -> list[Table]:
     proc = Table(title=f"Process-Level metrics — {title}", title_justify="left",
                  caption="Exploration metrics (Spread, Uniq., Reach, Eff.dim) are pending: code embeddings "
                  "are not computed yet.")
-    proc.add_column("Task")
+    proc.add_column("Task", no_wrap=True)
     for col in PROCESS_COLUMNS:
-        proc.add_column(_PROCESS_HEADERS[col], justify="right")
+        proc.add_column(_PROCESS_HEADERS[col], justify="right", no_wrap=True)
     for task, row in tasks.iterrows():
         proc.add_row(task, *[_process_cell(col, row[col]) for col in PROCESS_COLUMNS])
     proc.add_section()

@@ -1,0 +1,150 @@
+"""The plugin as users drive it: collection, selection, agents, JUnit properties, tables, xdist."""
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+
+from pathlib import Path
+
+import pytest
+
+from conftest import load_record
+
+REQUIRED_PROPERTIES = {
+    "task", "agent", "model", "provider", "seed", "steps", "baseline_val", "baseline_test", "best_val",
+    "test_metric", "normalized_improvement", "valid_step_ratio", "tokens_total", "cost_usd", "wall_clock_s",
+    "integrity",
+}
+
+
+def junit_cases(path):
+    root = ET.parse(path).getroot()
+    cases = {}
+    for case in root.iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        cases[case.get("name")] = (case, props)
+    return cases
+
+
+def test_collect_one_item_per_task_and_seed(pytester, toy, bench):
+    result = bench("--collect-only", "-q", "--agent=baseline", "--seeds=2", "toy_task")
+    result.stdout.fnmatch_lines(["toy_task::toy_task[[]seed0]", "toy_task::toy_task[[]seed1]", "*2 tests collected*"])
+
+
+@pytest.mark.parametrize("selector", [["-k", "toy"], ["-m", "lite"], ["-m", "toy"]])
+def test_selection_by_keyword_and_markers(pytester, toy, bench, selector):
+    result = bench("--collect-only", "-q", "--strict-markers", "--agent=baseline", *selector, "toy_task")
+    result.stdout.fnmatch_lines(["toy_task::toy_task[[]seed0]"])
+    assert bench("--collect-only", "-q", "--agent=baseline", "-m", "privacy", "toy_task").ret == 5
+
+
+def test_without_agent_items_are_skipped_with_a_reason(pytester, toy, bench):
+    result = bench("-rs", "toy_task")
+    result.stdout.fnmatch_lines(["*SKIPPED*no --agent given: benchmark tasks run only with --agent=NAME*"])
+    result.assert_outcomes(skipped=1)
+
+
+def test_baseline_run_records_properties_and_tables(pytester, toy, bench):
+    result = bench("--agent=baseline", "--junitxml=out.xml", "toy_task")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*Raw Performance*baseline*", "*Normalized Improvement*", "*Process-Level metrics*"])
+    case, props = junit_cases(pytester.path / "out.xml")["toy_task[seed0]"]
+    assert REQUIRED_PROPERTIES <= set(props)
+    assert props["agent"] == "baseline" and props["integrity"] == "ok" and props["steps"] == "1"
+    assert props["tokens_total"] == "0" and props["model"] == "none"
+    assert 0.5 < float(props["test_metric"]) <= 1.0
+    record = load_record(pytester.path)
+    assert record["status"] == "finished" and record["steps_used"] == 1 and record["final_val"] is not None
+    csv_dir = pytester.path / "reports" / "fmlbench" / "reports" / "baseline__-"
+    assert (csv_dir / "process_metrics.csv").is_file()
+
+
+def test_random_search_under_xdist_with_junit(pytester, toy, bench):
+    result = bench("--agent=random-search", "--steps=3", "--seeds=2", "-n", "2", "--junitxml=out.xml", "toy_task")
+    result.assert_outcomes(passed=2)
+    cases = junit_cases(pytester.path / "out.xml")
+    assert set(cases) == {"toy_task[seed0]", "toy_task[seed1]"}
+    for _, props in cases.values():
+        assert REQUIRED_PROPERTIES <= set(props)
+        assert props["steps"] == "3" and props["agent"] == "random-search"
+    assert cases["toy_task[seed0]"][1]["seed"] == "0" and cases["toy_task[seed1]"][1]["seed"] == "1"
+    result.stdout.fnmatch_lines(["*toy_task*±*"])  # mean ± SEM over the two seeds
+
+
+def test_agent_options_are_typed_and_unknown_ones_rejected(pytester, toy, bench):
+    result = bench("--agent=random-search", "--agent-opt", "bogus=1", "toy_task")
+    result.stderr.fnmatch_lines(["ERROR: agent random-search has no option bogus; options: include_baseline"])
+    result = bench("--agent=random-search", "--agent-opt", "include_baseline=maybe", "toy_task")
+    result.stderr.fnmatch_lines(["ERROR: --agent-opt include_baseline: Input should be a valid boolean*"])
+    result = bench("--agent=random-search", "--agent-opt", "include_baseline=false", "--steps=2", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert record["agent_options"] == {"include_baseline": False}
+
+
+def test_unknown_agent_is_one_line(pytester, toy, bench):
+    result = bench("--agent=nope", "toy_task")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: unknown agent 'nope'; built-in agents: baseline, random-search*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+CUSTOM_AGENT = """
+    import json
+
+    from pytest_fmlbench import Agent, AgentOptions, WholeFile
+
+    class Options(AgentOptions):
+        epochs: int = 100
+
+    class MyAgent(Agent):
+        name = "more-epochs"
+        Options = Options
+
+        def run(self, session):
+            config = {"lr": 0.5, "epochs": self.options.epochs}
+            edit = session.edit([WholeFile("config.json", json.dumps(config))])
+            result = session.run_step("improve", plan="train longer", edit=edit)
+            assert result.success, result.error
+"""
+
+
+def test_custom_agent_from_a_file(pytester, toy, bench, write_agent):
+    spec = write_agent(CUSTOM_AGENT)
+    result = bench(f"--agent={spec}", "--agent-opt", "epochs=150", "--junitxml=out.xml", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert record["agent"] == "more-epochs" and record["agent_options"] == {"epochs": 150}
+    steps = (next((pytester.path / "reports" / "fmlbench" / "runs" / "toy_task").iterdir()) / "steps.jsonl")
+    step = json.loads(steps.read_text().splitlines()[0])
+    assert step["action"] == "improve" and step["success"] and step["metric"] > 0.76
+
+
+def test_custom_agent_from_a_module(pytester, toy, bench, write_agent):
+    write_agent(CUSTOM_AGENT, name="team_agents.py")
+    result = bench("--agent=team_agents:MyAgent", "toy_task")
+    result.assert_outcomes(passed=1)
+    assert load_record(pytester.path)["best_val"] > 0.76
+
+
+def test_agent_crash_is_an_error_with_one_line_and_a_record(pytester, toy, bench, write_agent):
+    spec = write_agent("""
+        from pytest_fmlbench import Agent
+
+        class MyAgent(Agent):
+            def run(self, session):
+                session.run_step("baseline")
+                raise RuntimeError("policy bug")
+    """)
+    result = bench(f"--agent={spec}", "toy_task")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*toy_task: agent MyAgent crashed: RuntimeError: policy bug*"])
+    record = load_record(pytester.path)
+    assert record["status"] == "error" and "policy bug" in record["error"] and record["steps_used"] == 1
+
+
+def test_fmlbench_score_recomputes_tables(pytester, toy, bench):
+    bench("--agent=baseline", "toy_task").assert_outcomes(passed=1)
+    result = pytester.run(Path(sys.executable).parent / "fmlbench", "score", str(pytester.path / "reports" / "fmlbench" / "runs"))
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*Raw Performance*", "*toy_task*", "*Normalized Improvement*", "*Process-Level*"])
