@@ -15,6 +15,7 @@ from .spec import TASK_FILE, Task, TaskSpecError, load_task
 BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
 RUN_DIR_PROPERTY = "fmlbench_run_dir"
 REUSED_PROPERTY = "fmlbench_reused"
+RESUMED_PROPERTY = "fmlbench_resumed_after_step"
 
 
 class BenchmarkFailure(Exception):
@@ -90,6 +91,7 @@ class TaskItem(pytest.Item):
             "wall_clock_s": round(record.wall_clock_s, 3), "integrity": record.integrity,
             "status": record.status, "constraint_violated": str(record.constraint_violated).lower(),
             RUN_DIR_PROPERTY: str(run_dir), REUSED_PROPERTY: str(reused).lower(),
+            RESUMED_PROPERTY: record.resumed_from_step if record.resumed_from_step and not reused else 0,
         }
         self.user_properties[:] = [(k, v) for k, v in self.user_properties if k not in properties]
         self.user_properties.extend(properties.items())

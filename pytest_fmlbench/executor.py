@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shlex
@@ -74,7 +75,7 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         try:
             proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=_die_with_harness,
             )
         except OSError as exc:
             log.write(f"could not start: {exc}\n".encode())
@@ -95,6 +96,14 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
     duration = time.monotonic() - start
     _trim_log(log_path)
     return CommandResult(proc.returncode, timed_out, duration, _tail(log_path, ERROR_TAIL_CHARS))
+
+
+def _die_with_harness() -> None:
+    """In the child before exec: if the harness is killed outright, the experiment is killed too."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _kill_group(pgid: int, sig: int) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import devices
-from .collect import BENCH_KEY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
+from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
 
@@ -45,12 +45,15 @@ class ResultsCollector:
         self.config = config
         self.bench = bench
         self.runs: dict[str, tuple[Path, bool]] = {}
+        self.resumed: dict[str, int] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         run_dir = props.get(RUN_DIR_PROPERTY)
         if run_dir:
             self.runs[report.nodeid] = (Path(run_dir), props.get(REUSED_PROPERTY) == "true")
+            if props.get(RESUMED_PROPERTY):
+                self.resumed[report.nodeid] = int(props[RESUMED_PROPERTY])
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.runs:
@@ -62,6 +65,10 @@ class ResultsCollector:
             terminalreporter.write_line(
                 f"reused {len(reused)} finished run(s) recorded earlier (pass --fresh to recompute): "
                 + ", ".join(reused)
+            )
+        for nodeid, step in sorted(self.resumed.items()):
+            terminalreporter.write_line(
+                f"resumed {nodeid.split('::')[-1]} after {step} recorded step(s) (recorded steps were replayed, not re-run)"
             )
         terminalreporter.write(render(runs, width=max(170, terminalreporter._tw.fullwidth)))
         report_dir = self.bench.settings.out_dir / "reports"

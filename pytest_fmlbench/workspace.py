@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from .editor import Editor
 from .evalkit import ConstraintOutcome, EvalResult
 from .executor import CommandResult, format_command, run_command
-from .integrity import Manifest
+from .integrity import Manifest, sha256_file
 from .spec import Task
 
 
@@ -53,6 +53,9 @@ class Workspace:
         self.env = env
         self.logs = logs
         self.editor = Editor(self.path, task.spec.editable)
+        # the private folder sits beside the workspace, so the experiment could reach it: what the
+        # harness put there is hashed after each prepare and checked before each evaluation
+        self._private_hashes: dict[str, str] = {}
 
     @classmethod
     def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path) -> Workspace:
@@ -67,7 +70,23 @@ class Workspace:
         result = ws._harness("prepare", "val", ws.out_dir("val"), log_name=f"{root.name}_prepare_val")
         if not result.ok:
             raise HarnessError(result.describe_failure(f"{task.id}: prepare (val)", task.spec.timeout_s))
+        ws._seal_private()
         return ws
+
+    def _private_state(self) -> dict[str, str]:
+        return {p.relative_to(self.private).as_posix(): sha256_file(p)
+                for p in sorted(self.private.rglob("*")) if p.is_file() or p.is_symlink()}
+
+    def _seal_private(self) -> None:
+        self._private_hashes = self._private_state()
+
+    def _check_private(self) -> list[str]:
+        now_state = self._private_state()
+        problems = [f"harness-private file {name} was modified or removed"
+                    for name, digest in self._private_hashes.items() if now_state.get(name) != digest]
+        problems += [f"harness-private file {name} was added by the experiment"
+                     for name in now_state if name not in self._private_hashes]
+        return problems
 
     def out_dir(self, split: str) -> Path:
         return self.root / "out" / split
@@ -102,12 +121,13 @@ class Workspace:
             prep = self._harness("prepare", "test", out, f"{log_prefix}_prepare_test")
             if not prep.ok:
                 raise HarnessError(prep.describe_failure(f"{self.task.id}: prepare (test)", spec.timeout_s))
+            self._seal_private()
         template = spec.commands.val if split == "val" else spec.commands.test
         argv = format_command(template, self._values(split, out))
         run = run_command(argv, cwd=self.path, env=self.env, timeout_s=spec.timeout_s,
                           log_path=self.logs / f"{log_prefix}_{split}.log")
         if manifest is not None:
-            problems = manifest.verify()
+            problems = manifest.verify() + self._check_private()
             if problems:
                 raise IntegrityViolation(problems, f"after the {split} run")
         if not run.ok:

@@ -44,3 +44,12 @@ def load_record(project: Path, task: str = "toy_task") -> dict:
     records = sorted((project / "reports" / "fmlbench" / "runs" / task).glob("*/record.json"))
     assert len(records) == 1, records
     return json.loads(records[0].read_text())
+
+
+def junit_props(xml_path: Path, name: str) -> dict:
+    import xml.etree.ElementTree as ET
+
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        if case.get("name") == name:
+            return {p.get("name"): p.get("value") for p in case.iter("property")}
+    raise AssertionError(f"no testcase {name} in {xml_path}")
