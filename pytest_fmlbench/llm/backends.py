@@ -1,0 +1,216 @@
+"""Wire protocols: the official openai and anthropic SDKs, each turned into one ``complete`` call.
+
+Both SDKs run with their own retries off: retry, back-off and Retry-After are handled once, in the
+client, for every provider alike. SDK exceptions become ``TransientLLMError`` (worth retrying) or
+``LLMCallError`` (not), with redacted one-line messages.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .errors import LLMCallError, TransientLLMError
+from .providers import Endpoint
+from .redact import guard_loggers, redact, register_secret
+
+
+@dataclass(frozen=True)
+class Request:
+    messages: tuple[dict[str, str], ...]  # {"role": "system"|"user"|"assistant", "content": str}
+    max_output_tokens: int
+    temperature: float | None = None
+    seed: int | None = None  # only the local model samples with it; hosted APIs ignore it
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    input_tokens: int = 0  # every prompt token, cached ones included
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    tokens_known: bool = True  # False when the server reported no usage
+    finish_reason: str | None = None
+
+
+class Backend(Protocol):
+    def complete(self, request: Request) -> Completion: ...
+
+    def check_model(self) -> None: ...
+
+
+# OpenAI's reasoning models reject a temperature; they sample at their fixed setting
+_REASONING = re.compile(r"^(o[134]|gpt-5)")
+
+
+class OpenAIChat:
+    """Chat Completions: OpenAI itself, Gemini's and OpenRouter's compatible endpoints, vLLM/llama.cpp/Ollama."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float):
+        import openai
+
+        self._sdk = openai
+        self.endpoint = endpoint
+        register_secret(endpoint.api_key)
+        kwargs: dict[str, Any] = {}
+        if endpoint.base_url:
+            kwargs["base_url"] = endpoint.base_url
+        # a keyless user server still needs some bearer value: the SDK refuses an empty key
+        self.client = openai.OpenAI(api_key=endpoint.api_key or "no-key", timeout=timeout_s, max_retries=0, **kwargs)
+        guard_loggers()
+
+    def _params(self, request: Request) -> dict[str, Any]:
+        model = self.endpoint.model
+        is_openai = self.endpoint.provider.name == "openai"
+        params: dict[str, Any] = {"model": model, "messages": [dict(m) for m in request.messages]}
+        # OpenAI deprecated max_tokens (its reasoning models refuse it); other servers only know max_tokens
+        params["max_completion_tokens" if is_openai else "max_tokens"] = request.max_output_tokens
+        if request.temperature is not None and not (is_openai and _REASONING.match(model)):
+            params["temperature"] = request.temperature
+        return params
+
+    def complete(self, request: Request) -> Completion:
+        try:
+            resp = self.client.chat.completions.create(**self._params(request))
+        except self._sdk.APIError as exc:
+            raise self._convert(exc) from None
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "") if choice and choice.message else ""
+        usage = resp.usage
+        if usage is None:
+            return Completion(text, tokens_known=False, finish_reason=choice.finish_reason if choice else None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+        return Completion(text, usage.prompt_tokens or 0, usage.completion_tokens or 0, cached,
+                          finish_reason=choice.finish_reason if choice else None)
+
+    def check_model(self) -> None:
+        try:
+            if self.endpoint.provider.retrieve_models:
+                self.client.models.retrieve(self.endpoint.model)
+            else:
+                # servers without GET /models/{id}: the smallest real request proves key and model
+                self.client.chat.completions.create(**self._params(Request(
+                    ({"role": "user", "content": "Say OK."},), max_output_tokens=8)))
+        except self._sdk.APIError as exc:
+            raise self._convert(exc) from None
+
+    def _convert(self, exc: Exception) -> Exception:
+        sdk = self._sdk
+        name = self.endpoint.provider.name
+        if isinstance(exc, sdk.APITimeoutError):
+            return TransientLLMError(f"{name}: request timed out")
+        if isinstance(exc, sdk.APIConnectionError):
+            return TransientLLMError(f"{name}: cannot connect to {self.endpoint.where}: {redact(str(exc))}")
+        if isinstance(exc, sdk.APIStatusError):
+            return status_error(name, exc.status_code, exc.response.headers, exc.body, str(exc))
+        return LLMCallError(f"{name}: {type(exc).__name__}: {redact(str(exc))}")
+
+
+class AnthropicMessages:
+    """Anthropic's native Messages API."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float):
+        import anthropic
+
+        self._sdk = anthropic
+        self.endpoint = endpoint
+        register_secret(endpoint.api_key)
+        kwargs: dict[str, Any] = {}
+        if endpoint.base_url:
+            # the SDK appends /v1/messages itself; accept the OpenAI-style .../v1 base users give elsewhere
+            kwargs["base_url"] = re.sub(r"/v1/?$", "", endpoint.base_url.rstrip("/"))
+        self.client = anthropic.Anthropic(api_key=endpoint.api_key, timeout=timeout_s, max_retries=0, **kwargs)
+        guard_loggers()
+
+    def complete(self, request: Request) -> Completion:
+        system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+        messages = [dict(m) for m in request.messages if m["role"] != "system"]
+        params: dict[str, Any] = {"model": self.endpoint.model, "max_tokens": request.max_output_tokens,
+                                  "messages": messages}
+        if system:
+            params["system"] = system
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        try:
+            resp = self.client.messages.create(**params)
+        except self._sdk.APIError as exc:
+            raise self._convert(exc) from None
+        text = "".join(block.text for block in resp.content if getattr(block, "type", "") == "text")
+        u = resp.usage
+        read = u.cache_read_input_tokens or 0
+        # Anthropic counts cache reads and writes apart from input_tokens; ours counts every prompt token
+        total_in = (u.input_tokens or 0) + read + (u.cache_creation_input_tokens or 0)
+        return Completion(text, total_in, u.output_tokens or 0, read, finish_reason=resp.stop_reason)
+
+    def check_model(self) -> None:
+        try:
+            self.client.models.retrieve(self.endpoint.model)
+        except self._sdk.APIError as exc:
+            raise self._convert(exc) from None
+
+    def _convert(self, exc: Exception) -> Exception:
+        sdk = self._sdk
+        if isinstance(exc, sdk.APITimeoutError):
+            return TransientLLMError("anthropic: request timed out")
+        if isinstance(exc, sdk.APIConnectionError):
+            return TransientLLMError(f"anthropic: cannot connect to {self.endpoint.where}: {redact(str(exc))}")
+        if isinstance(exc, sdk.APIStatusError):
+            return status_error("anthropic", exc.status_code, exc.response.headers, exc.body, str(exc))
+        return LLMCallError(f"anthropic: {type(exc).__name__}: {redact(str(exc))}")
+
+
+def status_error(provider: str, status: int, headers: Any, body: Any, fallback: str) -> Exception:
+    """Map an HTTP error answer to retry-or-not, with a one-line message."""
+    message, code = _error_fields(body)
+    message = redact((message or fallback).replace("\n", " "))[:300]
+    line = f"{provider}: HTTP {status}: {message}"
+    if status == 429 and code == "insufficient_quota":
+        # OpenAI's "out of credit" shares the rate-limit status, but waiting does not help
+        return LLMCallError(line, status=status, kind="quota")
+    if status in (408, 409, 429) or status >= 500:
+        return TransientLLMError(line, retry_after=retry_after_s(headers), status=status)
+    if status in (401, 403):
+        return LLMCallError(line, status=status, kind="auth")
+    lowered = f"{code} {message}".lower()
+    if status == 404 or "model_not_found" in lowered or (
+        status == 400 and "model" in lowered and any(w in lowered for w in ("not found", "does not exist", "invalid", "unknown"))
+    ):
+        return LLMCallError(line, status=status, kind="model")
+    return LLMCallError(line, status=status, kind="request")
+
+
+def _error_fields(body: Any) -> tuple[str, str]:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            return str(inner.get("message") or ""), str(inner.get("code") or inner.get("type") or "")
+        return str(inner), ""
+    return (str(body) if body else ""), ""
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a server asked us to wait: retry-after-ms, retry-after in seconds, or as an HTTP date."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
