@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from .record import RunRecord
-from .runner import RunBusy, RunError, RunOutcome, execute
+from .record import RunRecord, RunStore
+from .runner import RunBusy, RunError, RunOutcome, execute, run_dir_for
 from .scoring import ni_test
 from .spec import TASK_FILE, Task, TaskSpecError, load_task
 
@@ -68,9 +68,6 @@ class TaskItem(pytest.Item):
         self._record_properties(self.outcome.record, self.outcome.store.dir, self.outcome.reused)
 
     def _record_from_disk(self, bench) -> None:
-        from .runner import run_dir_for
-        from .record import RunStore
-
         _, run_dir = run_dir_for(bench.settings, self.task, self.seed)
         store = RunStore(run_dir)
         if store.exists():
@@ -122,8 +119,6 @@ class TaskItem(pytest.Item):
         return super()._repr_failure_py(excinfo, style)
 
     def outcome_dir(self) -> str:
-        from .runner import run_dir_for
-
         bench = self.config.stash.get(BENCH_KEY, None)
         return str(run_dir_for(bench.settings, self.task, self.seed)[1]) if bench else "?"
 

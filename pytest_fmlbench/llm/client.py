@@ -1,0 +1,158 @@
+"""What agents call: ``session.llm.complete(messages)``. Retries, cost, budgets and the replay ledger live here."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import tenacity
+
+from ..record import Usage
+from ..session import RunStopped
+from .backends import Backend, Request
+from .errors import LLMCallError, TransientLLMError
+from .ledger import Ledger, request_key
+from .pricing import PriceTable
+from .providers import Endpoint
+from .settings import LLMSettings
+
+log = logging.getLogger("fmlbench.llm")
+
+_ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    usage: Usage
+    finish_reason: str | None = None
+    replayed: bool = False  # answered from the run's ledger (a resumed run), not by the provider
+
+
+class LLMClient:
+    def __init__(self, endpoint: Endpoint, backend: Backend, prices: PriceTable, settings: LLMSettings,
+                 ledger: Ledger | None = None, *, sleep: Callable[[float], None] = time.sleep):
+        self.endpoint = endpoint
+        self.backend = backend
+        self.prices = prices
+        self.settings = settings
+        self.ledger = ledger
+        self._sleep = sleep
+        self._seen: Counter[str] = Counter()
+        self._spent = Usage()
+        self._sink: Callable[[Usage], None] | None = None
+        self._jitter = random.Random()
+
+    @property
+    def provider(self) -> str:
+        return self.endpoint.provider.name
+
+    @property
+    def model(self) -> str:
+        return self.endpoint.model
+
+    @property
+    def spent(self) -> Usage:
+        """Everything this run's calls cost so far (replayed calls count what they cost when first made)."""
+        return self._spent
+
+    def bind_usage(self, sink: Callable[[Usage], None]) -> None:
+        """Where each call's usage goes: the session charges it to the next step's record."""
+        self._sink = sink
+
+    def complete(self, messages: Iterable[Mapping[str, str]], *, temperature: float | None = None,
+                 max_output_tokens: int = 4096, purpose: str = "") -> Reply:
+        """One chat completion. Raises RunStopped once a budget is exceeded, LLMCallError if it cannot succeed."""
+        self._check_budget()
+        request = Request(_normalise(messages), max_output_tokens, temperature)
+        key = request_key(self.provider, self.model, request)
+        n = self._seen[key]
+        self._seen[key] += 1
+        cached = self.ledger.lookup(key, n) if self.ledger is not None else None
+        if cached is not None:
+            reply = Reply(cached["text"], Usage.model_validate(cached["usage"]), cached.get("finish_reason"), True)
+        else:
+            started = time.monotonic()
+            # the local model samples; seeding it from the request keeps a run reproducible
+            completion = self._with_retries(replace(request, seed=int(key[:8], 16) + n))
+            usage = self.prices.usage(self.provider, self.model, input_tokens=completion.input_tokens,
+                                      output_tokens=completion.output_tokens, cached_tokens=completion.cached_tokens,
+                                      tokens_known=completion.tokens_known)
+            reply = Reply(completion.text, usage, completion.finish_reason)
+            if self.ledger is not None:
+                self.ledger.append(key=key, n=n, provider=self.provider, model=self.model, purpose=purpose,
+                                   request=request, text=completion.text, usage=usage,
+                                   finish_reason=completion.finish_reason, latency_s=time.monotonic() - started)
+        self._spent = self._spent + reply.usage
+        if self._sink is not None:
+            self._sink(reply.usage)
+        cost = "unknown" if reply.usage.cost_usd is None else f"${reply.usage.cost_usd:.4f}"
+        log.debug("llm %s%s: %d in (%d cached) / %d out tokens, %s", purpose or "call",
+                  " (replayed)" if reply.replayed else "", reply.usage.input_tokens, reply.usage.cached_tokens,
+                  reply.usage.output_tokens, cost)
+        return reply
+
+    def check_model(self) -> None:
+        """A cheap request proving the key and the model; retried like any call."""
+        self._retrying(self.backend.check_model)
+
+    # -- budgets --------------------------------------------------------------------------------
+    def _check_budget(self) -> None:
+        """Checked before each call: the call that crosses a limit is used; none is made after it."""
+        spent, s = self._spent, self.settings
+        if s.max_tokens is not None and spent.total_tokens > s.max_tokens:
+            raise RunStopped(f"max-tokens {s.max_tokens} exceeded ({spent.total_tokens} used)")
+        if s.max_cost_usd is not None:
+            if spent.cost_usd is None:
+                raise RunStopped(f"max-cost-usd {s.max_cost_usd:.2f} cannot be enforced: "
+                                 f"the price of {self.model} is unknown")
+            if spent.cost_usd > s.max_cost_usd:
+                raise RunStopped(f"max-cost-usd {s.max_cost_usd:.2f} exceeded ({spent.cost_usd:.4f} spent)")
+
+    # -- retries --------------------------------------------------------------------------------
+    def _with_retries(self, request: Request):
+        return self._retrying(lambda: self.backend.complete(request))
+
+    def _retrying(self, call):
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(TransientLLMError),
+            stop=tenacity.stop_after_attempt(self.settings.retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            return retrying(call)
+        except TransientLLMError as exc:
+            raise LLMCallError(f"{exc} (gave up after {self.settings.retries + 1} attempts)",
+                               status=exc.status, kind="unavailable") from None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        s = self.settings
+        backoff = min(s.max_wait_s, s.backoff_s * 2 ** (state.attempt_number - 1))
+        backoff *= 0.5 + self._jitter.random() / 2  # callers sharing a limit should not retry in lockstep
+        exc = state.outcome.exception() if state.outcome else None
+        asked = getattr(exc, "retry_after", None)
+        return backoff if asked is None else max(backoff, min(asked, s.max_wait_s))
+
+    def _log_retry(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("%s (attempt %d of %d); retrying in %.2fs", exc, state.attempt_number,
+                    self.settings.retries + 1, state.next_action.sleep if state.next_action else 0.0)
+
+
+def _normalise(messages: Iterable[Mapping[str, str]]) -> tuple[dict[str, str], ...]:
+    out = []
+    for m in messages:
+        role, content = m.get("role"), m.get("content")
+        if role not in _ROLES or not isinstance(content, str):
+            raise ValueError(f"a message needs role in {_ROLES} and string content, got {dict(m)!r:.80}")
+        out.append({"role": role, "content": content})
+    if not out:
+        raise ValueError("no messages")
+    return tuple(out)

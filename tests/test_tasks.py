@@ -1,0 +1,45 @@
+"""The shipped tasks: valid specs, collection as documented, and baselines that reproduce task.yaml."""
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_fmlbench.spec import load_task
+
+from conftest import REPO
+
+TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
+
+
+def test_the_lite_tasks_are_present():
+    assert {"privacy_opacus", "causality_gcastle", "fairness_fairlearn"} <= set(TASKS)
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_spec_is_valid(task_id):
+    task = load_task(REPO / "task_suites" / task_id / "task.yaml")
+    assert task.spec.knobs is not None and task.spec.profile == "lite"
+    assert "split_config.json" in task.spec.editable
+
+
+def test_readme_collection_command(pytester, bench):
+    shutil.copytree(REPO / "task_suites", pytester.path / "task_suites")
+    result = bench("--collect-only", "-q", "--agent=baseline", "--seeds=3", "task_suites")
+    result.stdout.fnmatch_lines([f"*{len(TASKS) * 3} tests collected*"])
+    result = bench("--collect-only", "-q", "--agent=baseline", "-k", "privacy", "task_suites")
+    result.stdout.fnmatch_lines(["task_suites/privacy_opacus::privacy_opacus[[]seed0]", "*1 test collected*"])
+
+
+def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):
+    """Each baseline runs for real (the field's library, offline data) and matches its declared values."""
+    shutil.copytree(REPO / "task_suites", pytester.path / "task_suites")
+    result = bench("--agent=baseline", "-n", "2", "--junitxml=out.xml", "task_suites")
+    result.assert_outcomes(passed=len(TASKS))
+    for case in ET.parse(pytester.path / "out.xml").getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        spec = load_task(REPO / "task_suites" / props["task"] / "task.yaml").spec
+        assert props["integrity"] == "ok"
+        assert float(props["best_val"]) == pytest.approx(spec.baseline.val, rel=0.02, abs=1e-3), props["task"]
+        assert float(props["test_metric"]) == pytest.approx(spec.baseline.test, rel=0.02, abs=1e-3), props["task"]
