@@ -29,7 +29,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help=f"validation runs per task (default {DEFAULT_STEPS}, as the original)")
     group.addoption("--seeds", type=int, default=1, metavar="K", help="seeds per task (default 1)")
     group.addoption("--fmlbench-out", default=DEFAULT_OUT, metavar="DIR",
-                    help=f"where run records and reports go (default {DEFAULT_OUT}, relative to the rootdir)")
+                    help=f"where run records and reports go (default {DEFAULT_OUT}, relative to the current directory)")
     group.addoption("--fresh", action="store_true", help="recompute runs instead of reusing recorded ones")
 
 
@@ -59,7 +59,7 @@ class BenchConfig:
             raise pytest.UsageError(f"agent {spec!r} needs an LLM: pass --model=MODEL")
         out = Path(config.getoption("fmlbench_out"))
         if not out.is_absolute():
-            out = Path(config.rootpath) / out
+            out = Path(config.invocation_params.dir) / out
         settings = RunSettings(
             agent_cls=agent_cls, agent_name=agent_cls.name or agent_cls.__name__, agent_options=options,
             out_dir=out, steps=steps, model=model, provider=config.getoption("provider"),

@@ -49,7 +49,7 @@ def load_predictions(path: Path, n_expected: int) -> np.ndarray:
     try:
         pred = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        die(f"cannot read {path.name}: {exc}")
+        die(f"cannot read {path.name} as a .npy array: {str(exc).splitlines()[0]}")
     if pred.shape != (n_expected,):
         die(f"{path.name} has shape {pred.shape}, expected ({n_expected},)")
     if not np.issubdtype(pred.dtype, np.integer):
