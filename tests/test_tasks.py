@@ -29,7 +29,7 @@ def test_readme_collection_command(pytester, bench):
     result = bench("--collect-only", "-q", "--agent=baseline", "--seeds=3", "task_suites")
     result.stdout.fnmatch_lines([f"*{len(TASKS) * 3} tests collected*"])
     result = bench("--collect-only", "-q", "--agent=baseline", "-k", "privacy", "task_suites")
-    result.stdout.fnmatch_lines(["task_suites/privacy_opacus::privacy_opacus[[]seed0]", "*1 test collected*"])
+    result.stdout.fnmatch_lines(["task_suites/privacy_opacus::privacy_opacus[[]seed0]", "*1/* tests collected (* deselected)*"])
 
 
 def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):
@@ -41,5 +41,5 @@ def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         spec = load_task(REPO / "task_suites" / props["task"] / "task.yaml").spec
         assert props["integrity"] == "ok"
-        assert float(props["best_val"]) == pytest.approx(spec.baseline.val, rel=0.02, abs=1e-3), props["task"]
-        assert float(props["test_metric"]) == pytest.approx(spec.baseline.test, rel=0.02, abs=1e-3), props["task"]
+        assert float(props["best_val"]) == pytest.approx(spec.baseline.val, rel=0.03, abs=1e-3), props["task"]
+        assert float(props["test_metric"]) == pytest.approx(spec.baseline.test, rel=0.03, abs=1e-3), props["task"]
