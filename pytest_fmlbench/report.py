@@ -16,7 +16,7 @@ _PROCESS_HEADERS = {
     "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
     "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "auc_steps": "AUC",
     "first_improvement_step": "1st impr.", "late_gain_fraction": "Late gain", "best_improvement_step": "Best step",
-    "tokens_m": "Tokens (M)", "wall_clock_h": "Hours",
+    "tokens_m": "Tokens (M)", "wall_clock_h": "Hours", "cost_usd": "Cost ($)",
 }
 
 
@@ -78,6 +78,8 @@ def build_tables(scores: Scores, title: str) -> list[Table]:
 def _process_cell(col: str, value: float) -> str:
     if col in EXPLORATION:
         return "pending"
+    if col == "cost_usd" and math.isnan(value):
+        return "unknown"
     return _fmt(value, digits=3)
 
 

@@ -50,7 +50,8 @@ class RunSettings:
     model: str | None = None
     provider: str | None = None
     fresh: bool = False
-    llm_factory: Callable[[RunRecord], Any] | None = None
+    # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
+    llm_factory: Callable[[RunRecord, Path], Any] | None = None
     log: Callable[[str], None] = field(default=lambda msg: None)
 
     def identity(self, task: Task, seed: int) -> dict[str, Any]:
@@ -136,7 +137,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     try:
         search = Workspace.create(task, store.dir / "search", env, store.logs)
         manifest = search.take_manifest()
-        llm = settings.llm_factory(record) if settings.llm_factory else None
+        llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
         session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log)
         agent = settings.agent_cls(settings.agent_options)
         stop_reason = None
@@ -146,6 +147,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             pass
         except RunStopped as exc:
             stop_reason = str(exc)
+        session.settle_usage()
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")

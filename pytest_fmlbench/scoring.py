@@ -18,7 +18,7 @@ NAN = float("nan")
 EXPLORATION = ("spread", "uniqueness", "reach", "effective_dim")
 PROCESS_COLUMNS = (
     *EXPLORATION, "val_test_gap", "valid_step_ratio", "auc_steps", "first_improvement_step",
-    "late_gain_fraction", "best_improvement_step", "tokens_m", "wall_clock_h",
+    "late_gain_fraction", "best_improvement_step", "tokens_m", "wall_clock_h", "cost_usd",
 )
 
 
@@ -90,6 +90,8 @@ def process_metrics(record: RunRecord, steps: list[StepRecord]) -> dict[str, flo
         "best_improvement_step": float(best_step) if best_step is not None else NAN,
         "tokens_m": record.usage.total_tokens / 1e6,
         "wall_clock_h": record.wall_clock_s / 3600,
+        # beyond the original's twelve: dollars, NaN when any call's price is unknown
+        "cost_usd": NAN if record.usage.cost_usd is None else record.usage.cost_usd,
     }
 
 

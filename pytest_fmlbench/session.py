@@ -57,6 +57,9 @@ class Session:
         self._manifest = manifest
         self._prior = list(prior_steps)
         self.llm = llm
+        # an LLM client charges each call's usage here, so it lands in the next step's record
+        if llm is not None and callable(getattr(llm, "bind_usage", None)):
+            llm.bind_usage(self.add_usage)
         self.log = log
         self.journal = Journal(spec.metric.direction)
         self.rng = random.Random(f"{record.seed}:{record.task}:{record.agent}")
@@ -98,6 +101,27 @@ class Session:
     def add_usage(self, usage: Usage) -> None:
         """LLM usage spent since the last step; it is charged to the next step's record."""
         self._pending_usage = self._pending_usage + usage
+
+    def annotate(self, step: int, *, analysis: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        """Add what the agent learnt after a step ran (e.g. an LLM review) to its record; costs no step."""
+        node = self.journal.get(step)
+        changed = False
+        if analysis is not None and node.analysis != analysis:
+            node.analysis = analysis
+            changed = True
+        if extra and any(node.extra.get(k) != v for k, v in extra.items()):
+            node.extra = {**node.extra, **extra}
+            changed = True
+        if changed:
+            # recorded steps not yet replayed stay in the file: a crash during a resume loses nothing
+            self._store.rewrite_steps(self.journal.nodes + self._prior[len(self.journal):])
+
+    def settle_usage(self) -> None:
+        """Usage spent after the last step (its review, a call that crossed a budget) joins the run total."""
+        if self._pending_usage.calls:
+            self._record.usage = self._record.usage + self._pending_usage
+            self._pending_usage = Usage()
+            self._store.save(self._record)
 
     def run_step(
         self,

@@ -49,7 +49,10 @@ def test_process_metrics():
     assert m["best_improvement_step"] == 4
     assert m["valid_step_ratio"] == 0.75
     assert m["val_test_gap"] == pytest.approx(abs(0.3 - 0.1))
-    assert m["tokens_m"] == 2.0 and m["wall_clock_h"] == 2.0
+    assert m["tokens_m"] == 2.0 and m["wall_clock_h"] == 2.0 and m["cost_usd"] == 0.0
+    unknown = process_metrics(record(usage=Usage(input_tokens=10, cost_usd=None)), [])
+    assert math.isnan(unknown["cost_usd"])
+    assert "unknown" in render([(record(usage=Usage(input_tokens=10, cost_usd=None), test_metric=0.7), [])])
     assert all(math.isnan(m[k]) for k in ("spread", "uniqueness", "reach", "effective_dim"))
 
 

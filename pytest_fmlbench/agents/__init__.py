@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from .base import Agent, AgentOptions
 
 BUILTIN = {
+    "aide": "pytest_fmlbench.agents.aide:AideAgent",
     "baseline": "pytest_fmlbench.agents.baseline:BaselineAgent",
     "random-search": "pytest_fmlbench.agents.random_search:RandomSearchAgent",
 }

@@ -1,4 +1,21 @@
-"""The LLM layer: providers, retries, cost, budgets, replay. Agents see an ``LLMClient`` as ``session.llm``."""
+"""The LLM layer: providers, retries, cost, budgets, replay. Agents see an ``LLMClient`` as ``session.llm``.
+
+An agent asks::
+
+    reply = session.llm.complete([{"role": "system", "content": ...}, {"role": "user", "content": ...}],
+                                 temperature=0.5, max_output_tokens=8192, purpose="draft")
+    reply.text, reply.usage, reply.finish_reason, reply.replayed
+
+Each call's usage (input, output and cached tokens, dollar cost or None when the price is unknown) is
+charged to the session, which records it on the next step. Rate limits, server errors, timeouts and
+dropped connections are retried with back-off (Retry-After honoured). Once ``--max-cost-usd`` or
+``--max-tokens`` is exceeded, the next call raises ``RunStopped`` and the run ends as 'stopped'. Every
+call is appended to ``llm_calls.jsonl`` in the run directory; a resumed run is answered from it.
+
+Modules: ``providers`` (names, endpoints, keys), ``backends`` (the openai/anthropic SDKs), ``local`` (the
+embedded GGUF model), ``pricing`` + ``prices.json``, ``ledger`` (call log and replay), ``client``
+(retries, budgets), ``factory`` (building clients, the preflight), ``redact`` (keys out of all output).
+"""
 
 from .backends import Completion, Request
 from .client import LLMClient, Reply

@@ -133,8 +133,8 @@ class AnthropicMessages:
                                   "messages": messages}
         if system:
             params["system"] = system
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        # no temperature: the Messages API of this SDK generation takes no sampling parameters, and
+        # current Claude models sample at their own settings
         try:
             resp = self.client.messages.create(**params)
         except self._sdk.APIError as exc:
@@ -176,9 +176,10 @@ def status_error(provider: str, status: int, headers: Any, body: Any, fallback: 
     if status in (401, 403):
         return LLMCallError(line, status=status, kind="auth")
     lowered = f"{code} {message}".lower()
-    if status == 404 or "model_not_found" in lowered or (
-        status == 400 and "model" in lowered and any(w in lowered for w in ("not found", "does not exist", "invalid", "unknown"))
-    ):
+    # servers word an unknown model as 404, or as a 400 naming the model
+    model_unknown = "model" in lowered and any(
+        word in lowered for word in ("not found", "does not exist", "invalid", "unknown"))
+    if status == 404 or "model_not_found" in lowered or (status == 400 and model_unknown):
         return LLMCallError(line, status=status, kind="model")
     return LLMCallError(line, status=status, kind="request")
 

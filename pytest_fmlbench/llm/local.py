@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def check_runtime() -> None:
 
 
 class LocalModel:
-    def __init__(self, endpoint: Endpoint, timeout_s: float = 0.0):
+    def __init__(self, endpoint: Endpoint):
         self.endpoint = endpoint
         self.path = locate(endpoint.model)
 
@@ -100,12 +101,28 @@ class LocalModel:
                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
         if sample:
             kwargs.update(temperature=request.temperature, top_p=0.95)
-        # seeded sampling without disturbing anyone else's use of torch's global generator
-        with torch.random.fork_rng(devices=[]), torch.inference_mode():
-            torch.manual_seed(request.seed or 0)
-            out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(_threads())
+        try:
+            # seeded sampling without disturbing anyone else's use of torch's global generator
+            with torch.random.fork_rng(devices=[]), torch.inference_mode():
+                torch.manual_seed(request.seed or 0)
+                out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
         generated = out[0, input_ids.shape[1]:]
         text = tokenizer.decode(generated, skip_special_tokens=True)
         n_out = int(generated.shape[0])
         return Completion(text, int(input_ids.shape[1]), n_out, 0,
                           finish_reason="length" if n_out >= request.max_output_tokens else "stop")
+
+
+def _threads() -> int:
+    """Leave a core free per xdist worker: oversubscribed OpenMP threads spin, and on a busy 2-core machine
+    two threads generated five times slower than one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, cores // max(1, workers) - 1)
