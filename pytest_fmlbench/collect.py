@@ -16,6 +16,7 @@ BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
 RUN_DIR_PROPERTY = "fmlbench_run_dir"
 REUSED_PROPERTY = "fmlbench_reused"
 RESUMED_PROPERTY = "fmlbench_resumed_after_step"
+NO_AGENT = "no --agent given: benchmark tasks run only with --agent=NAME"
 
 
 class BenchmarkFailure(Exception):
@@ -36,6 +37,8 @@ class TaskDirectory(pytest.Directory):
             item = TaskItem.from_parent(self, name=f"{spec.id}[seed{seed}]", task=task, seed=seed)
             for mark in dict.fromkeys(marks):
                 item.add_marker(mark)
+            if self.config.stash.get(BENCH_KEY, None) is None:
+                item.add_marker(pytest.mark.skip(reason=NO_AGENT))
             yield item
 
     def repr_failure(self, excinfo):
@@ -52,14 +55,12 @@ class TaskItem(pytest.Item):
         self.outcome: RunOutcome | None = None
 
     def reportinfo(self):
-        return self.path / TASK_FILE, None, f"{self.task.id}[seed{self.seed}]"
+        return self.path / TASK_FILE, 0, f"{self.task.id}[seed{self.seed}]"
 
     def setup(self) -> None:
         # the whole run happens in setup: a crash of the harness or the agent then reports as an error,
         # while a broken contract (integrity, constraint) fails the test in runtest
-        bench = self.config.stash.get(BENCH_KEY, None)
-        if bench is None:
-            pytest.skip("no --agent given: benchmark tasks run only with --agent=NAME")
+        bench = self.config.stash[BENCH_KEY]
         try:
             self.outcome = execute(self.task, self.seed, bench.settings)
         except RunError:

@@ -21,7 +21,7 @@ DEFAULT_OUT = "reports/fmlbench"
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("fmlbench", "FML-bench: ML research agents as tests")
-    group.addoption("--agent", metavar="NAME", help="research agent: a built-in name (baseline, random-search), "
+    group.addoption("--agent", metavar="NAME", help="research agent: a built-in name (baseline, random-search, aide), "
                     "package.module:Class, or path/to/file.py:Class. Without it, benchmark items are skipped.")
     group.addoption("--agent-opt", action="append", default=[], metavar="NAME=VALUE",
                     help="an agent option (repeatable), validated against the agent's declared options")
