@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -125,3 +126,27 @@ def write_result(
     )
     write_json(path, result.model_dump())
     return result
+
+
+def fail(message: str) -> NoReturn:
+    """End an evaluator with one line: the harness shows it as the step's error."""
+    print(f"evaluate.py: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def load_labels(path: Path, n_expected: int, n_classes: int) -> np.ndarray:
+    """The experiment's predicted class labels: a .npy vector of ``n_expected`` integers in [0, n_classes)."""
+    path = Path(path)
+    if not path.is_file():
+        fail(f"no predictions: {path} is missing")
+    try:
+        pred = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read {path.name} as a .npy array: {str(exc).splitlines()[0]}")
+    if pred.shape != (n_expected,):
+        fail(f"{path.name} has shape {pred.shape}, expected ({n_expected},)")
+    if not np.issubdtype(pred.dtype, np.number) or not np.all(np.isfinite(pred)) or np.any(pred != np.round(pred)):
+        fail(f"{path.name} must hold integer class labels (dtype {pred.dtype}, no NaN)")
+    if pred.min() < 0 or pred.max() >= n_classes:
+        fail(f"{path.name} has labels outside 0..{n_classes - 1}")
+    return pred.astype(np.int64)

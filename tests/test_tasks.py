@@ -2,7 +2,6 @@
 
 import shutil
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 

@@ -8,24 +8,25 @@ to recompute which visible rows were held out. Computes fairlearn's demographic 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pandas as pd
 from fairlearn.metrics import demographic_parity_difference
 from sklearn.metrics import accuracy_score
 
-from pytest_fmlbench.evalkit import ConstraintOutcome, harness_args, load_split_config, split_indices, write_result
+from pytest_fmlbench.evalkit import (
+    ConstraintOutcome,
+    fail,
+    harness_args,
+    load_labels,
+    load_split_config,
+    split_indices,
+    write_result,
+)
 
 DATASET = "adult_like_synthetic"
 # The unconstrained baseline reaches ~0.85 accuracy; a fair method may give up at most ~0.05 of it.
 # Predicting "<=50K" for everyone would score 0 disparity at ~0.75 accuracy, which the floor rules out.
 ACCURACY_FLOOR = 0.80
-
-
-def _fail(message: str) -> None:
-    print(f"evaluate.py: {message}", file=sys.stderr)
-    raise SystemExit(1)
 
 
 def _truth(args) -> pd.DataFrame:
@@ -36,32 +37,17 @@ def _truth(args) -> pd.DataFrame:
     return labels.iloc[val_rows].reset_index(drop=True)
 
 
-def _predictions(args, n: int) -> np.ndarray:
-    path = args.out / "predictions.npy"
-    if not path.is_file():
-        _fail(f"missing {path}")
-    try:
-        predictions = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        _fail(f"cannot read {path}: {exc}")
-    if predictions.shape != (n,):
-        _fail(f"predictions.npy has shape {predictions.shape}, expected ({n},)")
-    if not np.issubdtype(predictions.dtype, np.number) or not np.isin(predictions, (0, 1)).all():
-        _fail("predictions.npy must hold only 0 and 1 (no NaN)")
-    return predictions.astype(int)
-
-
 def main() -> None:
     args = harness_args()
     for name in ("out", "private", "result") + (("workspace",) if args.split == "val" else ()):
         if getattr(args, name) is None:
-            _fail(f"--{name} is required")
+            fail(f"--{name} is required")
     try:
         truth = _truth(args)
     except (OSError, ValueError) as exc:
-        _fail(f"cannot load the labels or split_config.json: {exc}")
+        fail(f"cannot load the labels or split_config.json: {exc}")
     y, sex = truth["income"].to_numpy(), truth["sex"].to_numpy()
-    predictions = _predictions(args, len(y))
+    predictions = load_labels(args.out / "predictions.npy", len(y), n_classes=2)
 
     dpd = float(demographic_parity_difference(y, predictions, sensitive_features=sex))
     accuracy = float(accuracy_score(y, predictions))

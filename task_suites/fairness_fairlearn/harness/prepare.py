@@ -14,7 +14,6 @@ never sees the sex column. Everything is drawn from fixed seeds, so every call w
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -24,7 +24,9 @@ from digits_data import NUM_CLASSES  # noqa: E402
 
 from pytest_fmlbench.evalkit import (  # noqa: E402
     ConstraintOutcome,
+    fail,
     harness_args,
+    load_labels,
     load_split_config,
     read_json,
     split_indices,
@@ -36,27 +38,6 @@ TARGET_DELTA = 1e-5
 EPSILON_RTOL = 1e-3  # Opacus's noise calibration is a binary search that stops within 0.01 below target
 CONSTRAINT = "privacy_budget"
 DATASET = "digits"
-
-
-def die(message: str) -> None:
-    print(f"evaluate.py: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def load_predictions(path: Path, n_expected: int) -> np.ndarray:
-    if not path.is_file():
-        die(f"no predictions: {path} is missing")
-    try:
-        pred = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        die(f"cannot read {path.name} as a .npy array: {str(exc).splitlines()[0]}")
-    if pred.shape != (n_expected,):
-        die(f"{path.name} has shape {pred.shape}, expected ({n_expected},)")
-    if not np.issubdtype(pred.dtype, np.integer):
-        die(f"{path.name} has dtype {pred.dtype}, expected integer class labels")
-    if pred.min() < 0 or pred.max() >= NUM_CLASSES:
-        die(f"{path.name} has labels outside 0..{NUM_CLASSES - 1}")
-    return pred
 
 
 def _number(dp: dict, key: str, kind: type) -> float | int:
@@ -131,15 +112,15 @@ def main() -> None:
     args = harness_args()
     for name in ("workspace", "out", "private", "result"):
         if getattr(args, name) is None:
-            die(f"--{name} is required")
+            fail(f"--{name} is required")
     visible_labels = args.private / "visible_y.npy"
     if not visible_labels.is_file():
-        die(f"{visible_labels} is missing: run prepare.py --split val first")
+        fail(f"{visible_labels} is missing: run prepare.py --split val first")
     visible_y = np.load(visible_labels, allow_pickle=False)
     try:
         split_config = load_split_config(args.workspace)
     except Exception as exc:  # a broken editable split_config.json is the experiment's failure
-        die(f"split_config.json is invalid: {str(exc).splitlines()[0]}")
+        fail(f"split_config.json is invalid: {str(exc).splitlines()[0]}")
     train_idx, val_idx = split_indices(len(visible_y), split_config)
 
     if args.split == "val":
@@ -147,10 +128,10 @@ def main() -> None:
     else:
         test_labels = args.private / "test_y.npy"
         if not test_labels.is_file():
-            die(f"{test_labels} is missing: run prepare.py --split test first")
+            fail(f"{test_labels} is missing: run prepare.py --split test first")
         labels = np.load(test_labels, allow_pickle=False)
 
-    pred = load_predictions(args.out / "predictions.npy", len(labels))
+    pred = load_labels(args.out / "predictions.npy", len(labels), NUM_CLASSES)
     accuracy = float(accuracy_score(labels, pred))
     stderr = math.sqrt(accuracy * (1 - accuracy) / len(labels))
     privacy, dp_summary = check_privacy(args.out / "dp_config.json", len(train_idx))
