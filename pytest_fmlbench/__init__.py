@@ -1,16 +1,25 @@
 """pytest-fmlbench: FML-bench (ML research agents on fundamental ML problems) as a pytest plugin.
 
 The public API for writing agents: subclass :class:`Agent`, act on the :class:`Session` it is given.
+Names are imported on first use, so task harness scripts that only need ``pytest_fmlbench.evalkit``
+start without loading the harness machinery.
 """
 
-from .agents.base import Agent, AgentOptions
-from .editor import EditResult, SearchReplace, WholeFile
-from .journal import Journal
-from .record import RunRecord, StepRecord, Usage
-from .session import BudgetExhausted, RunStopped, Session, StepResult
-from .spec import TaskSpec
+from importlib import import_module
 
-__all__ = [
-    "Agent", "AgentOptions", "BudgetExhausted", "EditResult", "Journal", "RunRecord", "RunStopped",
-    "SearchReplace", "Session", "StepRecord", "StepResult", "TaskSpec", "Usage", "WholeFile",
-]
+_PUBLIC = {
+    "Agent": "agents.base", "AgentOptions": "agents.base",
+    "EditResult": "editor", "SearchReplace": "editor", "WholeFile": "editor",
+    "Journal": "journal",
+    "RunRecord": "record", "StepRecord": "record", "Usage": "record",
+    "BudgetExhausted": "session", "RunStopped": "session", "Session": "session", "StepResult": "session",
+    "TaskSpec": "spec",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(import_module(f".{_PUBLIC[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
