@@ -56,7 +56,7 @@ class RunSettings:
 
     def identity(self, task: Task, seed: int) -> dict[str, Any]:
         return {
-            "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint(),
+            "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint,
             "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
             "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
         }
@@ -110,7 +110,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
 
     spec = task.spec
     record = RunRecord(
-        run_id=run_id, task=task.id, task_version=spec.version, task_fingerprint=task.fingerprint(),
+        run_id=run_id, task=task.id, task_version=spec.version, task_fingerprint=task.fingerprint,
         domain=spec.domain, agent=settings.agent_name,
         agent_options=settings.agent_options.model_dump(mode="json"), model=settings.model,
         provider=settings.provider, seed=seed, steps_budget=settings.steps, metric_key=spec.metric.key,

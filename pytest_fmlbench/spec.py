@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import string
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -174,8 +175,9 @@ class Task:
     def id(self) -> str:
         return self.spec.id
 
+    @cached_property
     def fingerprint(self) -> str:
-        """sha256 over the task's files, so a changed task never reuses an old run."""
+        """sha256 over the task's files as collected, so a changed task never reuses an old run."""
         digest = hashlib.sha256()
         for path in sorted(p for p in self.root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
             digest.update(str(path.relative_to(self.root)).encode())
