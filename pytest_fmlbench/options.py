@@ -87,6 +87,7 @@ class BenchConfig:
             agent_cls=agent_cls, agent_name=agent_cls.name or agent_cls.__name__, agent_options=options,
             out_dir=out, steps=steps, model=model, provider=provider,
             fresh=config.getoption("fresh"), llm_factory=llm_factory, log=log.info,
+            budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
         )
         return cls(settings, seeds)
 

@@ -104,6 +104,8 @@ class RunRecord(BaseModel):
     steps_budget: int
     status: RunStatus = "running"
     stop_reason: str | None = None
+    # the LLM limits the run was held to; a stopped run continues when they are raised
+    budget: dict[str, float | None] = {}
     error: str | None = None
     # the task's scoring contract, copied so a record can be rescored without the task folder
     metric_key: str

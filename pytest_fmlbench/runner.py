@@ -50,6 +50,7 @@ class RunSettings:
     model: str | None = None
     provider: str | None = None
     fresh: bool = False
+    budget: dict[str, float | None] = field(default_factory=dict)
     # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
     llm_factory: Callable[[RunRecord, Path], Any] | None = None
     log: Callable[[str], None] = field(default=lambda msg: None)
@@ -103,7 +104,8 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     elif store.exists():
         previous = store.load()
-        if previous.status in FINAL_STATUSES:
+        budget_raised = previous.status == "stopped" and previous.budget != settings.budget
+        if previous.status in FINAL_STATUSES and not budget_raised:
             return RunOutcome(previous, store, reused=True)
         prior_steps = store.load_steps()
         prior_wall = previous.wall_clock_s
@@ -117,7 +119,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         direction=spec.metric.direction, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
-        resumed_from_step=len(prior_steps) if prior_steps else None,
+        resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
     )
     store.save(record)
     if prior_steps:

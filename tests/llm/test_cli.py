@@ -50,9 +50,10 @@ def test_anthropic_run_stops_at_the_cost_budget(pytester, toy, bench, fake_llm, 
     fake_llm.responder = ToyCoder()
     (pytester.path / "prices.yaml").write_text("claude-haiku-4-5: {input: 1000, output: 1000}\n")
     # $1000 per 1M tokens: a draft (160 tokens) costs $0.16, a review (330) $0.33
-    result = bench("--agent=aide", "--provider=anthropic", "--model=claude-haiku-4-5", f"--base-url={fake_llm.url}",
-                   "--steps=4", "--agent-opt", "num_drafts=4", "--max-cost-usd=0.5", "--price-table=prices.yaml",
-                   "--junitxml=junit.xml", "toy_task")
+    args = ["--agent=aide", "--provider=anthropic", "--model=claude-haiku-4-5", f"--base-url={fake_llm.url}",
+            "--steps=4", "--agent-opt", "num_drafts=4", "--max-cost-usd=0.5", "--price-table=prices.yaml",
+            "--junitxml=junit.xml", "toy_task"]
+    result = bench(*args)
     result.assert_outcomes(passed=1)
     assert fake_llm.requests[0].path == "/v1/models/claude-haiku-4-5"
     assert {r.path for r in fake_llm.completions} == {"/v1/messages"}
@@ -65,6 +66,20 @@ def test_anthropic_run_stops_at_the_cost_budget(pytester, toy, bench, fake_llm, 
     assert record["test_metric"] is not None
     assert junit_props(pytester.path / "junit.xml", "toy_task[seed0]")["status"] == "stopped"
     assert_no_file_contains(pytester.path, ANTHROPIC_KEY)
+
+    # the same limit: the stopped run is final and reused, nothing is asked again
+    asked = len(fake_llm.completions)
+    same = bench(*args)
+    same.stdout.fnmatch_lines(["*reused 1 finished run(s)*"])
+    assert len(fake_llm.completions) == asked
+    # a raised limit: the run continues; recorded steps and replies are replayed, not paid again
+    more = bench(*[a.replace("--max-cost-usd=0.5", "--max-cost-usd=5") for a in args])
+    more.assert_outcomes(passed=1)
+    more.stdout.fnmatch_lines(["*resumed toy_task[[]seed0] after 2 recorded step(s)*"])
+    record = load_record(pytester.path)
+    assert (record["status"], record["steps_used"], record["resumed_from_step"]) == ("finished", 4, 2)
+    # review 2, then draft + review for steps 3 and 4
+    assert len(fake_llm.completions) == asked + 5
 
 
 @pytest.mark.parametrize("args, unset, line", [
