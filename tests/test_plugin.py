@@ -122,9 +122,12 @@ def test_custom_agent_from_a_file(pytester, toy, bench, write_agent):
 
 def test_custom_agent_from_a_module(pytester, toy, bench, write_agent):
     write_agent(CUSTOM_AGENT, name="team_agents.py")
-    result = bench("--agent=team_agents:MyAgent", "toy_task")
+    result = bench("--agent=team_agents:MyAgent", "--fmlbench-out=elsewhere/bench", "toy_task")
     result.assert_outcomes(passed=1)
-    assert load_record(pytester.path)["best_val"] > 0.76
+    assert not (pytester.path / "reports").exists()
+    records = list((pytester.path / "elsewhere" / "bench" / "runs" / "toy_task").glob("*/record.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["best_val"] > 0.76
+    assert (pytester.path / "elsewhere" / "bench" / "reports" / "more-epochs__-" / "runs.csv").is_file()
 
 
 def test_agent_crash_is_an_error_with_one_line_and_a_record(pytester, toy, bench, write_agent):
