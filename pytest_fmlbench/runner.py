@@ -50,6 +50,7 @@ class RunSettings:
     model: str | None = None
     provider: str | None = None
     fresh: bool = False
+    sandboxed: bool = False
     budget: dict[str, float | None] = field(default_factory=dict)
     # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
     llm_factory: Callable[[RunRecord, Path], Any] | None = None
@@ -137,7 +138,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         return RunOutcome(record, store)
 
     try:
-        search = Workspace.create(task, store.dir / "search", env, store.logs)
+        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed)
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
         session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log)
@@ -153,7 +154,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")
-        _final_test(task, session, store, record, env, manifest)
+        _final_test(task, session, store, record, env, manifest, settings.sandboxed)
     except IntegrityViolation as exc:
         return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,
                       error=str(exc))
@@ -169,7 +170,8 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     return finish("finished")
 
 
-def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest) -> None:
+def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
+                sandboxed: bool) -> None:
     """Fresh workspace, best-val code restored, validation re-run, test run once."""
     best = session.best
     if best is None:
@@ -177,7 +179,7 @@ def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord
         record.test_on_baseline = True
     else:
         files = store.read_snapshot(best.snapshot)
-    final = Workspace.create(task, store.dir / "final", env, store.logs)
+    final = Workspace.create(task, store.dir / "final", env, store.logs, sandboxed)
     final_manifest = manifest.with_workspace(final.path)
     problems = final_manifest.verify()
     if problems:

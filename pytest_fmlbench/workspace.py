@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from .editor import Editor
 from .evalkit import ConstraintOutcome, EvalResult
 from .executor import CommandResult, format_command, run_command
-from .integrity import Manifest, sha256_file
+from . import sandbox
+from .integrity import Manifest, protected_files, sha256_file
 from .spec import Task
 
 
@@ -45,8 +46,9 @@ class SplitOutcome:
 class Workspace:
     """``<dir>/workspace`` (the agent's copy), ``<dir>/private`` (harness only), ``<dir>/out`` (artefacts)."""
 
-    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path):
+    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = False):
         self.task = task
+        self.sandboxed = sandboxed
         self.root = root
         self.path = root / "workspace"
         self.private = root / "private"
@@ -58,7 +60,7 @@ class Workspace:
         self._private_hashes: dict[str, str] = {}
 
     @classmethod
-    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path) -> Workspace:
+    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = False) -> Workspace:
         """A fresh copy of the baseline with its visible data prepared."""
         if root.exists():
             shutil.rmtree(root)
@@ -66,7 +68,8 @@ class Workspace:
         shutil.copytree(task.workspace_dir, root / "workspace", symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
         (root / "private").mkdir()
-        ws = cls(task, root, env, logs)
+        (root / "verdicts").mkdir()
+        ws = cls(task, root, env, logs, sandboxed)
         result = ws._harness("prepare", "val", ws.out_dir("val"), log_name=f"{root.name}_prepare_val")
         if not result.ok:
             raise HarnessError(result.describe_failure(f"{task.id}: prepare (val)", task.spec.timeout_s))
@@ -124,6 +127,9 @@ class Workspace:
             self._seal_private()
         template = spec.commands.val if split == "val" else spec.commands.test
         argv = format_command(template, self._values(split, out))
+        if self.sandboxed:
+            argv = sandbox.wrap(argv, read_only=[self.task.root, *protected_files(self.path, spec.protected)],
+                                hidden=[self.private, self.root / "verdicts"])
         run = run_command(argv, cwd=self.path, env=self.env, timeout_s=spec.timeout_s,
                           log_path=self.logs / f"{log_prefix}_{split}.log")
         if manifest is not None:
@@ -135,7 +141,6 @@ class Workspace:
                                 duration_s=run.duration_s)
         # the verdict lives outside anything the experiment could write
         verdict_path = self.root / "verdicts" / f"{split}.json"
-        verdict_path.parent.mkdir(exist_ok=True)
         verdict_path.unlink(missing_ok=True)
         judged = self._harness("evaluate", split, out, f"{log_prefix}_{split}_evaluate", result=verdict_path)
         duration = run.duration_s + judged.duration_s
