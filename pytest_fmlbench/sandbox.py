@@ -1,8 +1,8 @@
 """Optional bubblewrap sandbox for experiments (``--sandbox``): protection on top of detection.
 
-Inside it, the task folder (harness included) and the workspace's protected files are read-only, the
-harness-private folder and the verdicts are replaced by empty in-memory folders, and there is no
-network. The hashes are still checked after every step; the sandbox makes tampering fail instead of
+Inside it, the task folder and the workspace's protected files are read-only; the harness (with the
+hidden test seed), the harness-private folder and the verdicts are replaced by empty in-memory folders;
+and there is no network. The hashes are still checked after every step; the sandbox makes tampering fail instead of
 merely being caught.
 """
 

@@ -129,7 +129,7 @@ class Workspace:
         argv = format_command(template, self._values(split, out))
         if self.sandboxed:
             argv = sandbox.wrap(argv, read_only=[self.task.root, *protected_files(self.path, spec.protected)],
-                                hidden=[self.private, self.root / "verdicts"])
+                                hidden=[self.task.harness_dir, self.private, self.root / "verdicts"])
         run = run_command(argv, cwd=self.path, env=self.env, timeout_s=spec.timeout_s,
                           log_path=self.logs / f"{log_prefix}_{split}.log")
         if manifest is not None:

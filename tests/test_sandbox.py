@@ -13,6 +13,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 def test_protected_files_are_read_only_and_private_labels_hidden(pytester, toy, bench, write_agent):
     spec = attack(write_agent, """
         import numpy, os
+        assert not os.listdir(os.path.dirname(os.environ['HARNESS_FILE'])), 'the harness is visible'
         for action in (lambda: open('train.py', 'a').write('# patched'),
                        lambda: os.remove('data/dev.npz'),
                        lambda: open(os.environ['HARNESS_FILE'], 'a').write('# patched')):
@@ -31,7 +32,8 @@ def test_protected_files_are_read_only_and_private_labels_hidden(pytester, toy, 
     assert record["integrity"] == "ok" and record["valid_steps"] == 1
     assert record["best_val"] == pytest.approx(0.76)  # scored against the real labels
     log = next(pytester.path.glob("reports/fmlbench/runs/toy_task/*/logs/step_0001_val.log")).read_text()
-    assert log.count("refused:") == 3 and "Read-only file system" in log  # deleting a bound file: EBUSY
+    # deleting a bound file: EBUSY; the harness write lands in a throwaway in-memory stand-in
+    assert log.count("refused:") == 2 and "Read-only file system" in log
 
 
 def test_no_network_inside(pytester, toy, bench, write_agent):
