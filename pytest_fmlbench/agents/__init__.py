@@ -77,8 +77,4 @@ def parse_agent_options(cls: type[Agent], pairs: list[str]) -> AgentOptions:
         raise AgentLoadError(f"--agent-opt {err['loc'][0]}: {err['msg']}") from None
 
 
-def agent_display_name(cls: type[Agent], spec: str) -> str:
-    return cls.name or cls.__name__
-
-
 __all__ = ["Agent", "AgentOptions", "AgentLoadError", "BUILTIN", "load_agent_class", "parse_agent_options"]
