@@ -16,7 +16,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for mark, text in (("lite", "tasks in the FML-bench-Lite profile"), ("full", "tasks in the full profile only"),
+    for mark, text in (("lite", "tasks of the original's FML-bench-Lite subset"),
+                       ("small", "tasks' CPU-sized profile (offline, 2 cores)"), ("full", "tasks in the full profile only"),
                        ("gpu", "tasks that use a GPU when one is present")):
         config.addinivalue_line("markers", f"{mark}: {text}")
     bench = BenchConfig.from_pytest(config)

@@ -132,6 +132,9 @@ class RunRecord(BaseModel):
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime | None = None
     devices: list[str] = []
+    # how experiments were isolated: "bwrap" (the default), "unsandboxed" (--no-sandbox); None in
+    # records written before isolation existed
+    sandbox: str | None = None
     resumed_from_step: int | None = None
 
 

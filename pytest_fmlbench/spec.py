@@ -118,7 +118,7 @@ class TaskSpec(_Strict):
     domain: str
     title: str
     description: str = Field(min_length=1, description="what the agent is told")
-    profile: Literal["lite", "full"]
+    profile: Literal["small", "full"]
     markers: list[str] = []
     editable: list[str] = Field(min_length=1)
     protected: list[str] = Field(min_length=1, description="globs under workspace/")

@@ -31,7 +31,7 @@ def test_collect_one_item_per_task_and_seed(pytester, toy, bench):
     result.stdout.fnmatch_lines(["toy_task::toy_task[[]seed0]", "toy_task::toy_task[[]seed1]", "*2 tests collected*"])
 
 
-@pytest.mark.parametrize("selector", [["-k", "toy"], ["-m", "lite"], ["-m", "toy"]])
+@pytest.mark.parametrize("selector", [["-k", "toy"], ["-m", "small"], ["-m", "toy"]])
 def test_selection_by_keyword_and_markers(pytester, toy, bench, selector):
     result = bench("--collect-only", "-q", "--strict-markers", "--agent=baseline", *selector, "toy_task")
     result.stdout.fnmatch_lines(["toy_task::toy_task[[]seed0]"])

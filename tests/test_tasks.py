@@ -12,14 +12,14 @@ from conftest import REPO
 TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
 
 
-def test_the_lite_tasks_are_present():
+def test_the_small_tasks_are_present():
     assert {"privacy_opacus", "causality_gcastle", "fairness_fairlearn"} <= set(TASKS)
 
 
 @pytest.mark.parametrize("task_id", TASKS)
 def test_spec_is_valid(task_id):
     task = load_task(REPO / "task_suites" / task_id / "task.yaml")
-    assert task.spec.knobs is not None and task.spec.profile == "lite"
+    assert task.spec.knobs is not None and task.spec.profile == "small"
     assert "split_config.json" in task.spec.editable
 
 
