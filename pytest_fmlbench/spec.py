@@ -110,6 +110,11 @@ class Knobs(_Strict):
 
 class Resources(_Strict):
     gpus: int = Field(0, ge=0, description="GPUs one run uses when GPUs exist (0: CPU only)")
+    memory_mb: int | None = Field(
+        None, gt=0, description="memory limit of one experiment (the whole step's processes); "
+        "None: a default derived from the machine")
+    max_processes: int = Field(
+        1024, gt=0, description="limit on the processes and threads one experiment may have at once")
 
 
 class TaskSpec(_Strict):
@@ -128,6 +133,8 @@ class TaskSpec(_Strict):
     normalization: Normalization
     constraints: list[Constraint] = []
     timeout_s: float = Field(gt=0)
+    expected_duration_s: float | None = Field(
+        None, gt=0, description="a baseline run's duration (val + test) on 2 CPU cores, for schedulers")
     knobs: Knobs | None = None
     resources: Resources = Resources()
 
