@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_record
+from conftest import junit_props, load_record
 
 REQUIRED_PROPERTIES = {
     "task", "agent", "model", "provider", "seed", "steps", "baseline_val", "baseline_test", "best_val",
@@ -19,11 +19,7 @@ REQUIRED_PROPERTIES = {
 
 def junit_cases(path):
     root = ET.parse(path).getroot()
-    cases = {}
-    for case in root.iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        cases[case.get("name")] = (case, props)
-    return cases
+    return {case.get("name"): (case, junit_props(path, case.get("name"))) for case in root.iter("testcase")}
 
 
 def test_collect_one_item_per_task_and_seed(pytester, toy, bench):
