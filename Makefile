@@ -32,4 +32,4 @@ demo: setup
 	$(PY) -m pytest task_suites --agent=random-search --steps=3 -n 2 -m small --junitxml=reports/demo.xml
 
 test: setup
-	$(PY) -m pytest tests -n 2
+	$(PY) -m pytest tests -n 2 --dist worksteal

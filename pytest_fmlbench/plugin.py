@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from . import devices, junit
+from . import devices, junit, schedule
 from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
@@ -30,6 +30,22 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collect_directory(path: Path, parent: pytest.Collector):
     return collect_task_directory(path, parent)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    bench = config.stash.get(BENCH_KEY, None)
+    if bench is not None:
+        schedule.longest_first(items, bench.settings.steps, bench.settings.out_dir)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # items of very different lengths: work stealing keeps every worker busy (unless the user chose)
+    if config.stash.get(BENCH_KEY, None) is None or schedule.user_chose_dist(config):
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)
