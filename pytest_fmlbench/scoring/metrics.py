@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .record import RunRecord, StepRecord
+from ..record import RunRecord, StepRecord
 
 NAN = float("nan")
 EXPLORATION = ("spread", "uniqueness", "reach", "effective_dim")
