@@ -1,20 +1,36 @@
-"""FML-bench's scores, computed from run records alone (reference.md, 'Scoring').
+"""Per-run scores with the original FML-bench scorer's semantics (compute_agent_metrics.py).
 
-Per run: normalized improvement on test, and the process-level metrics. Per task: mean and SEM over
-seeds. Summary rows: plain mean over tasks, NaN skipped.
+Everything here works on a :class:`~pytest_fmlbench.scoring.runs.RunInput`, the scorer's view of one
+run, whoever wrote it (our run records or an original results directory).
+
+The rules that decide the numbers, as the original applies them:
+
+* the test value is credited only when the final test produced one; otherwise (crash, missing or
+  unreadable result, constraint violated on test, integrity violated) the raw value IS the baseline
+  test value, so NI = 0, and the note says why;
+* when no validation step succeeded, test and validation are both taken at the baseline (NI 0, gap 0);
+* NI = max(0, signed gain / D), D = |p_best - p_worst| with p_worst possibly the baseline value;
+* a metric with a transform (e.g. forget quality -> -log10) is scored on the transformed scale, where
+  the better direction flips for a decreasing transform;
+* the efficiency curve G_k starts at the run's baseline validation value and moves with every step
+  that reported a finite metric; first improvement = first G_k > 1e-15; late-gain fraction =
+  (G_K - G_floor(K/2)) / G_K when G_K > 1e-12 (so a one-step run scores 0); best-improvement step =
+  the last successful step whose raw metric equals the best validation value.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-
-from ..record import RunRecord, StepRecord
+if TYPE_CHECKING:
+    from .runs import RunInput
 
 NAN = float("nan")
+# reported thresholds of the original: an improvement must clear float noise to count
+FIRST_GAIN_EPS = 1e-15
+LATE_GAIN_EPS = 1e-12
+
 EXPLORATION = ("spread", "uniqueness", "reach", "effective_dim")
 PROCESS_COLUMNS = (
     *EXPLORATION, "val_test_gap", "valid_step_ratio", "auc_steps", "first_improvement_step",
@@ -22,134 +38,136 @@ PROCESS_COLUMNS = (
 )
 
 
-def scale(record: RunRecord, baseline: float) -> float:
-    worst = baseline if record.norm_worst == "baseline" else record.norm_worst
-    return abs(record.norm_best - worst)
-
-
-def signed_gain(record: RunRecord, value: float, baseline: float, d: float) -> float:
-    diff = value - baseline if record.direction == "higher" else baseline - value
-    return diff / d
-
-
-def ni(record: RunRecord, value: float | None, baseline: float) -> float:
-    """max(0, improvement / D); NaN when there is no value to score."""
+def transform_value(value: float | None, transform: str) -> float | None:
+    """The value on the scored scale; None when there is none (missing, NaN, or not in the domain)."""
     if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(v):
+        return None
+    if transform == "neg_log10":
+        return -math.log10(v) if v > 0 else None
+    return v
+
+
+def scored_direction(direction: str, transform: str) -> str:
+    """Direction on the scored scale: -log10 is decreasing, so it flips which way is better."""
+    if transform == "neg_log10":
+        return "lower" if direction == "higher" else "higher"
+    return direction
+
+
+def scale(best: float, worst: float | str, baseline: float) -> float:
+    """D = |p_best - p_worst|, p_worst being the baseline value when declared as 'baseline'."""
+    return abs(float(best) - (baseline if worst == "baseline" else float(worst)))
+
+
+def normalized_improvement(agent: float | None, baseline: float | None, direction: str, best: float,
+                           worst: float | str) -> float:
+    """max(0, signed gain / D); NaN when a value is missing or the range is degenerate."""
+    if agent is None or baseline is None or math.isnan(agent) or math.isnan(baseline):
         return NAN
-    d = scale(record, baseline)
-    return max(0.0, signed_gain(record, value, baseline, d)) if d > 0 else NAN
-
-
-def ni_test(record: RunRecord) -> float:
-    if record.integrity == "violated" or record.test_metric is None:
+    d = scale(best, worst, baseline)
+    if d == 0:
         return NAN
-    if record.constraint_violated:
-        return 0.0
-    return ni(record, record.test_metric, record.baseline_test)
+    signed = (agent - baseline) / d if direction == "higher" else (baseline - agent) / d
+    return max(signed, 0.0)
 
 
-def ni_val(record: RunRecord) -> float:
-    return ni(record, record.best_val, record.baseline_val)
-
-
-def improvement_curve(record: RunRecord, steps: list[StepRecord]) -> list[float]:
-    """G_k for k = 1..K: signed gain of the running best (starting at the baseline val) over baseline."""
-    d = scale(record, record.baseline_val)
-    best = record.baseline_val
+def improvement_curve(run: RunInput) -> list[float] | None:
+    """G_k for k = 1..K (signed gain of the best value so far over the baseline), or None."""
+    t = run.transform
+    direction = scored_direction(run.direction, t)
+    base = transform_value(run.curve_baseline, t)
+    if base is None or not run.steps:
+        return None
+    d = scale(run.norm_best, run.norm_worst, base)
+    if d == 0:
+        return None
+    best = base
     curve = []
-    for step in steps:
-        if step.success and step.metric is not None:
-            better = step.metric > best if record.direction == "higher" else step.metric < best
-            if better:
-                best = step.metric
-        curve.append(signed_gain(record, best, record.baseline_val, d) if d > 0 else NAN)
+    for step in run.steps:
+        value = transform_value(step.metric, t)
+        if value is not None and not math.isinf(value):
+            if (value > best) if direction == "higher" else (value < best):
+                best = value
+        curve.append((best - base) / d if direction == "higher" else (base - best) / d)
     return curve
 
 
-def process_metrics(record: RunRecord, steps: list[StepRecord]) -> dict[str, float]:
-    curve = improvement_curve(record, steps)
-    k = len(curve)
-    first = next((i + 1 for i, g in enumerate(curve) if g > 0), None)
-    g_final = curve[-1] if curve else NAN
-    g_half = curve[k // 2 - 1] if k // 2 >= 1 else 0.0
-    late = (g_final - g_half) / g_final if curve and g_final > 0 else NAN
-    good = [s for s in steps if s.success and s.metric is not None]
-    if good:
-        best_value = max(s.metric for s in good) if record.direction == "higher" else min(s.metric for s in good)
-        best_step = max(s.step for s in good if s.metric == best_value)
+def test_side(run: RunInput) -> tuple[float | None, float | None, bool]:
+    """(raw test value credited, raw validation value credited, all validation failed)."""
+    all_val_failed = run.best_val is None or run.untrusted
+    credited = run.test if run.test_reason == "ok" and not all_val_failed else None
+    test = run.baseline_test if credited is None else credited
+    val = run.baseline_val if all_val_failed else run.best_val
+    return test, val, all_val_failed
+
+
+def note(run: RunInput) -> str:
+    """Why the numbers are what they are, as the original's note column (plus our own outcomes)."""
+    _, _, all_val_failed = test_side(run)
+    if run.untrusted:
+        outcome = "integrity violated -> baseline"
+    elif all_val_failed:
+        outcome = "all val failed -> baseline"
+        if run.tested_baseline:
+            outcome += " (no valid step: tested the baseline code)"
+    elif run.test_reason != "ok":
+        outcome = f"{run.test_reason} -> baseline"
     else:
-        best_step = None
-    test_ni, val_ni = ni_test(record), ni_val(record)
+        outcome = "ok"
+    return "; ".join([outcome, *run.labels])
+
+
+def score_run(run: RunInput) -> dict[str, float | str]:
+    """Everything but the exploration metrics, for one run."""
+    t = run.transform
+    direction = scored_direction(run.direction, t)
+    test, val, _ = test_side(run)
+    raw = transform_value(test, t)
+    base_test = transform_value(run.baseline_test, t)
+    base_val = transform_value(run.baseline_val, t)
+    best_val = transform_value(val, t)
+    ni = normalized_improvement(raw, base_test, direction, run.norm_best, run.norm_worst)
+    ni_val = normalized_improvement(best_val, base_val, direction, run.norm_best, run.norm_worst)
+    gap = abs(ni_val - ni) if not (math.isnan(ni_val) or math.isnan(ni)) else NAN
+
+    successes = sum(1 for s in run.steps if s.success)
+    valid_ratio = successes / run.total_steps if run.total_steps > 0 else NAN
+
+    curve = None if run.untrusted else improvement_curve(run)
+    if curve is None:
+        auc = first = late = NAN
+        if run.untrusted and run.steps:
+            auc = 0.0  # a run whose harness was tampered with earns no area
+    else:
+        k = len(curve)
+        auc = sum(curve) / k
+        first = next((float(i + 1) for i, g in enumerate(curve) if g > FIRST_GAIN_EPS), NAN)
+        final, half = curve[-1], curve[k // 2 - 1]
+        late = (final - half) / final if final > LATE_GAIN_EPS else NAN
+
+    best_step = NAN
+    if run.best_val is not None and not run.untrusted:
+        matches = [i + 1 for i, s in enumerate(run.steps) if s.success and s.metric == run.best_val]
+        if matches:
+            best_step = float(matches[-1])
+
     return {
-        **{name: NAN for name in EXPLORATION},  # needs code embeddings; filled by the scoring issue
-        "val_test_gap": abs(val_ni - test_ni) if not (math.isnan(val_ni) or math.isnan(test_ni)) else NAN,
-        "valid_step_ratio": record.valid_steps / record.steps_used if record.steps_used else NAN,
-        "auc_steps": float(np.mean(curve)) if curve else NAN,
-        "first_improvement_step": float(first) if first is not None else NAN,
-        "late_gain_fraction": late,
-        "best_improvement_step": float(best_step) if best_step is not None else NAN,
-        "tokens_m": record.usage.total_tokens / 1e6,
-        "wall_clock_h": record.wall_clock_s / 3600,
+        "metric": run.metric, "direction": direction, "transform": t,
+        "baseline_val": base_val if base_val is not None else NAN,
+        "baseline_test": base_test if base_test is not None else NAN,
+        "best_val": best_val if best_val is not None else NAN,
+        "raw_test": raw if raw is not None else NAN,
+        "note": note(run), "ni": ni, "ni_val": ni_val,
+        "val_test_gap": gap, "valid_step_ratio": valid_ratio, "auc_steps": auc,
+        "first_improvement_step": first, "late_gain_fraction": late, "best_improvement_step": best_step,
+        "tokens_m": run.tokens / 1e6 if run.tokens is not None else NAN,
+        "wall_clock_h": run.wall_s / 3600.0 if run.wall_s is not None else NAN,
         # beyond the original's twelve: dollars, NaN when any call's price is unknown
-        "cost_usd": NAN if record.usage.cost_usd is None else record.usage.cost_usd,
+        "cost_usd": run.cost_usd if run.cost_usd is not None else NAN,
     }
-
-
-def run_note(record: RunRecord) -> str:
-    if record.integrity == "violated":
-        return "integrity violated"
-    if record.status == "error":
-        return "run crashed"
-    if record.test_error:
-        return "test failed: " + record.test_error.splitlines()[0][:80]
-    if record.constraint_violated:
-        return "constraint violated on test (NI = 0)"
-    if record.test_on_baseline:
-        return "no valid step: tested the baseline code"
-    if record.status == "stopped":
-        return f"stopped: {record.stop_reason}"
-    return ""
-
-
-@dataclass
-class Scores:
-    """Everything the three tables show, as data frames (one row per run, then per task)."""
-
-    runs: pd.DataFrame
-
-    @classmethod
-    def from_runs(cls, runs: list[tuple[RunRecord, list[StepRecord]]]) -> Scores:
-        rows = []
-        for record, steps in runs:
-            rows.append({
-                "agent": record.agent, "model": record.model or "-", "task": record.task,
-                "seed": record.seed, "direction": record.direction, "metric": record.metric_key,
-                "baseline_test": record.baseline_test, "test_metric": record.test_metric,
-                "ni": ni_test(record), "note": run_note(record), **process_metrics(record, steps),
-            })
-        return cls(pd.DataFrame(rows))
-
-    def groups(self) -> list[tuple[tuple[str, str], Scores]]:
-        if self.runs.empty:
-            return []
-        return [(key, Scores(frame.reset_index(drop=True)))
-                for key, frame in self.runs.groupby(["agent", "model"], sort=True)]
-
-    def per_task(self) -> pd.DataFrame:
-        """Mean and SEM over seeds for each task (SEM is NaN with one seed)."""
-        numeric = ["test_metric", "ni", *PROCESS_COLUMNS]
-        frame = self.runs.copy()
-        frame[numeric] = frame[numeric].astype(float)
-        grouped = frame.groupby("task", sort=True)
-        out = grouped[["direction", "metric", "baseline_test"]].first()
-        out["seeds"] = grouped.size()
-        for col in numeric:
-            out[col] = grouped[col].mean()
-            out[f"{col}_sem"] = grouped[col].sem()
-        out["note"] = grouped["note"].agg(lambda notes: "; ".join(sorted({n for n in notes if n})))
-        return out
-
-    def summary(self) -> dict[str, float]:
-        """Plain mean over tasks (NaN skipped) of NI and every process metric."""
-        tasks = self.per_task()
-        return {col: float(tasks[col].mean(skipna=True)) for col in ("ni", *PROCESS_COLUMNS)}
