@@ -273,7 +273,7 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
         gap = per_task["val_test_gap"].unstack("solver")
         save(pd.concat([gap, gap.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_val_test_gap.csv")
         summary = pd.DataFrame({names[key]: group.summary() for key, group in scores.groups()})
-        summary = summary.loc[["ni", *PROCESS_COLUMNS]].rename(index=ORIGINAL_NAMES)
+        summary = summary.loc[["ni", *PROCESS_COLUMNS]].rename(index=ORIGINAL_NAMES).astype(object)
         summary.loc["encoder"] = scores.encoder
         save(summary, out_dir / "comparison_process_metrics.csv")
         aup = aup_table(scores)

@@ -6,30 +6,17 @@ and the thresholds of first improvement and late gain.
 """
 
 import math
-from datetime import datetime, timezone
 
 import pytest
 
-from pytest_fmlbench.record import RunRecord, StepRecord, Usage
+from pytest_fmlbench.record import Usage
 from pytest_fmlbench.report import render
 from pytest_fmlbench.scoring import Scores, ni_test, ni_val, process_metrics, run_note, score_run
 from pytest_fmlbench.scoring.runs import from_record
 
+from scoring.records import record, step
+
 NAN = float("nan")
-
-
-def record(**fields):
-    base = dict(run_id="r", task="t", task_version=1, task_fingerprint="f", domain="d", agent="a", seed=0,
-                steps_budget=4, metric_key="acc", direction="higher", baseline_val=0.5, baseline_test=0.6,
-                norm_best=1.0, norm_worst=0.0, status="finished", best_val=0.55, steps_used=1, valid_steps=1)
-    base.update(fields)
-    return RunRecord(**base)
-
-
-def step(n, metric, success=None):
-    ok = metric is not None if success is None else success
-    return StepRecord(step=n, action="improve", success=ok, metric=metric,
-                      started_at=datetime.now(timezone.utc), snapshot="s", snapshot_sha256="x")
 
 
 def row(rec, steps=()):

@@ -30,13 +30,13 @@ from .runs import RunInput, StepView
 TABLE = Path(__file__).with_name("original_tasks.json")
 SNAPSHOT_GLOB = "step_*_code.json"
 FINAL_TEST_GLOBS = ("*_final_test/run_final_test/execution_*", "final_test/run_final_test/execution_*")
-# the original's reasons for not crediting a test, as our notes say them
+# the original's reasons for not crediting a test: our note's outcome, then the original's code
 REASONS = {
-    "no_final_test_dir": "test failed (no final test)",
-    "bug_test": "test failed (crashed)",
-    "missing_test_info": "test failed (no test_info.json)",
-    "unreadable": "test failed (unreadable test_info.json)",
-    "metric_extraction_failed": "test failed (no metric in test_info.json)",
+    "no_final_test_dir": "test failed",
+    "bug_test": "test failed",
+    "missing_test_info": "test failed",
+    "unreadable": "test failed",
+    "metric_extraction_failed": "test failed",
     "constraint_violated": "constraint violated",
 }
 
@@ -231,6 +231,7 @@ def read_run(task_dir: Path, facts: TaskFacts, fmlbench_root: Path | None = None
         curve_baseline=_float_or_none(summary.get("baseline_primary_metric")),
         steps=steps, total_steps=int(summary.get("total_steps") or 0), best_val=best_val,
         test=test, test_reason="ok" if reason == "ok" else REASONS[reason],
+        labels=[] if reason in ("ok", "constraint_violated") or best_val is None else [f"original: {reason}"],
         tokens=_float_or_none(tokens), wall_s=_float_or_none(summary.get("total_duration_seconds")),
         cost_usd=None, tested_baseline=False, source=str(main),
         snapshot_key=digest.hexdigest() if snapshot_files else None,
