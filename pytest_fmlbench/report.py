@@ -267,7 +267,7 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
     if not scores.runs.empty:
         names = {key: solver_name(*key) for key, _ in scores.groups()}
         frame = scores.runs.assign(solver=[names[(a, m)] for a, m in zip(scores.runs["agent"], scores.runs["model"])])
-        per_task = frame.groupby(["task", "solver"])[["ni", "val_test_gap", *PROCESS_COLUMNS]].mean()
+        per_task = frame.groupby(["task", "solver"])[["ni", *PROCESS_COLUMNS]].mean()
         ni = per_task["ni"].unstack("solver")
         save(pd.concat([ni, ni.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_normalized_improvement.csv")
         gap = per_task["val_test_gap"].unstack("solver")

@@ -18,3 +18,29 @@ def step(n: int, metric: float | None, success: bool | None = None, snapshot: st
     ok = metric is not None if success is None else success
     return StepRecord(step=n, action="improve", success=ok, metric=metric,
                       started_at=datetime.now(timezone.utc), snapshot=snapshot, snapshot_sha256=f"sha-{snapshot}")
+
+
+def write_run(root, steps, **fields):
+    """A run directory as the runner leaves it: record.json, steps.jsonl, the steps' and the baseline's
+    snapshots. ``steps``: (metric or None, editable files) per step."""
+    from pathlib import Path
+
+    from pytest_fmlbench.record import RunStore
+
+    rec = record(**fields)
+    run_dir = Path(root) / rec.task / f"{rec.agent}__{rec.model or 'none'}__seed{rec.seed}"
+    store = RunStore(run_dir)
+    baseline = {"algorithm.py": "def fit():\n    return 0\n", "config.json": '{"lr": 0.1}',
+                "split_config.json": '{"val_ratio": 0.2}'}
+    rec.baseline_snapshot = store.write_named_snapshot("baseline", baseline)
+    good = [m for m, _ in steps if m is not None]
+    rec.steps_used, rec.valid_steps = len(steps), len(good)
+    if "best_val" not in fields:
+        rec.best_val = (max(good) if rec.direction == "higher" else min(good)) if good else None
+    store.save(rec)
+    for n, (metric, files) in enumerate(steps, start=1):
+        name, sha = store.write_snapshot(n, {**baseline, **files})
+        s = step(n, metric)
+        s.snapshot, s.snapshot_sha256 = name, sha
+        store.append_step(s)
+    return run_dir
