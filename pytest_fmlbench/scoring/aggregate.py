@@ -103,13 +103,19 @@ class Scores:
     @classmethod
     def from_runs(cls, runs: list, encoder: Any = AUTO) -> Scores:
         choice = EncoderChoice.resolve(encoder)
-        rows = []
-        for run in as_inputs(runs):
-            rows.append({
-                "agent": run.agent, "model": run.model, "task": run.task, "seed": run.seed,
-                **score_run(run), **run_exploration(run, choice.encoder), "encoder": choice.label,
-                "source": run.source,
-            })
+        inputs = as_inputs(runs)
+        explored = []
+        for run in inputs:
+            try:
+                explored.append(run_exploration(run, choice.encoder))
+            except exploration.EncoderUnavailable as exc:
+                # the encoder cannot run here: no run gets exploration metrics, and the tables say why
+                choice = EncoderChoice(None, f"unavailable: {exc}")
+                explored = [{name: NAN for name in EXPLORATION} for _ in inputs]
+                break
+        rows = [{"agent": run.agent, "model": run.model, "task": run.task, "seed": run.seed, **score_run(run),
+                 **values, "encoder": choice.label, "source": run.source}
+                for run, values in zip(inputs, explored)]
         frame = pd.DataFrame(rows)
         if not frame.empty:
             frame[list(NUMERIC)] = frame[list(NUMERIC)].astype(float)

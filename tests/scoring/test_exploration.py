@@ -154,3 +154,24 @@ def test_minilm_embeds_chunked_cls_sums_and_caches_by_content(no_graphcodebert):
     # a second encoder on the same cache answers without loading the model
     again = default_encoder("minilm")
     assert np.array_equal(again.embed([long_text])[0], vectors[0]) and again._model is None
+
+
+def test_an_encoder_that_cannot_run_switches_exploration_off_for_every_run(tmp_path):
+    from pytest_fmlbench.scoring import Scores
+
+    from .records import write_run
+
+    class Broken:
+        name = "broken"
+
+        def embed(self, texts):
+            raise EncoderUnavailable("encoder broken: needs torch and transformers")
+
+    write_run(tmp_path, [(0.6, {})], test_metric=0.7)
+    write_run(tmp_path, [(0.7, {})], test_metric=0.7, task="u")
+    from pytest_fmlbench.report import find_run_dirs, load_runs
+
+    scores = Scores.from_runs(load_runs(find_run_dirs(tmp_path)), encoder=Broken())
+    assert scores.encoder == "unavailable: encoder broken: needs torch and transformers"
+    assert scores.runs["spread"].isna().all() and set(scores.runs["encoder"]) == {scores.encoder}
+    assert scores.runs["ni"].tolist() == pytest.approx([0.1, 0.1], abs=1e-12)
