@@ -74,13 +74,18 @@ def test_constraint_violated_on_test_shows_the_baseline_in_the_raw_column():
 
 
 def test_integrity_violation_never_scores_positive():
-    rec = record(test_metric=0.99, best_val=0.99, status="integrity_violated", integrity="violated",
+    # the violation ended the run before any test; the steps recorded before it were verified clean
+    rec = record(test_metric=None, best_val=0.99, status="integrity_violated", integrity="violated",
                  integrity_violations=["train.py changed"], steps_used=2, valid_steps=2)
     r = row(rec, [step(1, 0.9), step(2, 0.99)])
-    assert r["ni"] == 0.0 and r["ni_val"] == 0.0 and r["val_test_gap"] == 0.0 and r["raw_test"] == 0.6
-    assert r["auc_steps"] == 0.0 and math.isnan(r["first_improvement_step"])
+    assert r["ni"] == 0.0 and r["raw_test"] == 0.6
     assert r["note"] == "integrity violated -> baseline"
-    assert ni_test(rec) == 0.0
+    assert r["val_test_gap"] == pytest.approx(0.49, abs=1e-15)  # the original's gap: NI_val - 0
+    # even a test value recorded before the violation was found earns nothing
+    assert ni_test(record(test_metric=0.99, integrity="violated", status="integrity_violated")) == 0.0
+    # and the label survives "no valid step"
+    assert run_note(record(best_val=None, integrity="violated", status="integrity_violated")) == \
+        "integrity violated -> baseline"
 
 
 def test_our_extra_outcomes_are_labelled():

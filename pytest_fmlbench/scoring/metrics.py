@@ -6,8 +6,9 @@ run, whoever wrote it (our run records or an original results directory).
 The rules that decide the numbers, as the original applies them:
 
 * the test value is credited only when the final test produced one; otherwise (crash, missing or
-  unreadable result, constraint violated on test, integrity violated) the raw value IS the baseline
-  test value, so NI = 0, and the note says why;
+  unreadable result, constraint violated on test, and for us an integrity violation) the raw value IS
+  the baseline test value, so NI = 0, and the note says why. The steps' validation values stay as
+  recorded: a step is recorded only after the protected files were verified, so they are clean;
 * when no validation step succeeded, test and validation are both taken at the baseline (NI 0, gap 0);
 * NI = max(0, signed gain / D), D = |p_best - p_worst| with p_worst possibly the baseline value;
 * a metric with a transform (e.g. forget quality -> -log10) is scored on the transformed scale, where
@@ -100,7 +101,7 @@ def improvement_curve(run: RunInput) -> list[float] | None:
 
 def test_side(run: RunInput) -> tuple[float | None, float | None, bool]:
     """(raw test value credited, raw validation value credited, all validation failed)."""
-    all_val_failed = run.best_val is None or run.untrusted
+    all_val_failed = run.best_val is None
     credited = run.test if run.test_reason == "ok" and not all_val_failed else None
     test = run.baseline_test if credited is None else credited
     val = run.baseline_val if all_val_failed else run.best_val
@@ -110,7 +111,7 @@ def test_side(run: RunInput) -> tuple[float | None, float | None, bool]:
 def note(run: RunInput) -> str:
     """Why the numbers are what they are, as the original's note column (plus our own outcomes)."""
     _, _, all_val_failed = test_side(run)
-    if run.untrusted:
+    if run.test_reason == "integrity violated":
         outcome = "integrity violated -> baseline"
     elif all_val_failed:
         outcome = "all val failed -> baseline"
@@ -139,11 +140,9 @@ def score_run(run: RunInput) -> dict[str, float | str]:
     successes = sum(1 for s in run.steps if s.success)
     valid_ratio = successes / run.total_steps if run.total_steps > 0 else NAN
 
-    curve = None if run.untrusted else improvement_curve(run)
+    curve = improvement_curve(run)
     if curve is None:
         auc = first = late = NAN
-        if run.untrusted and run.steps:
-            auc = 0.0  # a run whose harness was tampered with earns no area
     else:
         k = len(curve)
         auc = sum(curve) / k
@@ -152,7 +151,7 @@ def score_run(run: RunInput) -> dict[str, float | str]:
         late = (final - half) / final if final > LATE_GAIN_EPS else NAN
 
     best_step = NAN
-    if run.best_val is not None and not run.untrusted:
+    if run.best_val is not None:
         matches = [i + 1 for i, s in enumerate(run.steps) if s.success and s.metric == run.best_val]
         if matches:
             best_step = float(matches[-1])

@@ -48,8 +48,6 @@ class RunInput:
     wall_s: float | None = None
     cost_usd: float | None = None
     labels: list[str] = field(default_factory=list)
-    # integrity violated: nothing the run measured is credited
-    untrusted: bool = False
     tested_baseline: bool = False
     source: str = ""
     # exploration inputs, read lazily: re-scoring a cached run never opens its snapshots
@@ -59,6 +57,8 @@ class RunInput:
 
 
 def test_reason(record: RunRecord) -> str:
+    if record.integrity == "violated":
+        return "integrity violated"
     if record.status == "error":
         return "run crashed"
     if record.status == "running":
@@ -112,7 +112,7 @@ def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None
         steps=[StepView(s.success, s.metric) for s in steps], total_steps=record.steps_used,
         best_val=record.best_val, test=record.test_metric, test_reason=test_reason(record),
         tokens=float(record.usage.total_tokens), wall_s=record.wall_clock_s, cost_usd=record.usage.cost_usd,
-        labels=labels(record), untrusted=record.integrity == "violated",
+        labels=labels(record),
         tested_baseline=record.test_on_baseline, source=str(run_dir or ""),
         snapshot_key=snapshot_key,
         load_snapshots=load_snapshots if store is not None and steps else None,
