@@ -70,7 +70,7 @@ def test_every_validation_step_failed_forces_test_and_val_to_the_baseline():
 def test_constraint_violated_on_test_shows_the_baseline_in_the_raw_column():
     r = row(record(test_metric=0.9, constraint_violated=True))
     assert r["raw_test"] == 0.6 and r["ni"] == 0.0
-    assert r["note"] == "constraint violated -> baseline"
+    assert r["note"] == "constraint violated on test (NI = 0) -> baseline"
 
 
 def test_integrity_violation_never_scores_positive():

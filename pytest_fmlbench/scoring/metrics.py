@@ -117,6 +117,8 @@ def note(run: RunInput) -> str:
         outcome = "all val failed -> baseline"
         if run.tested_baseline:
             outcome += " (no valid step: tested the baseline code)"
+    elif run.test_reason == "constraint violated":
+        outcome = "constraint violated on test (NI = 0) -> baseline"
     elif run.test_reason != "ok":
         outcome = f"{run.test_reason} -> baseline"
     else:
