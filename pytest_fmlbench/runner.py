@@ -20,7 +20,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from . import devices
+from . import devices, isolation
 from .agents import Agent
 from .executor import scrubbed_env
 from .record import RunRecord, RunStore, now
@@ -50,7 +50,7 @@ class RunSettings:
     model: str | None = None
     provider: str | None = None
     fresh: bool = False
-    sandboxed: bool = False
+    sandboxed: bool = True
     budget: dict[str, float | None] = field(default_factory=dict)
     # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
     llm_factory: Callable[[RunRecord, Path], Any] | None = None
@@ -61,7 +61,12 @@ class RunSettings:
             "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint,
             "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
             "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
+            "sandbox": self.sandbox_label,
         }
+
+    @property
+    def sandbox_label(self) -> str:
+        return isolation.SANDBOXED if self.sandboxed else isolation.UNSANDBOXED
 
 
 @dataclass
@@ -83,6 +88,12 @@ def run_dir_for(settings: RunSettings, task: Task, seed: int) -> tuple[str, Path
 
 
 def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
+    if settings.sandboxed:
+        try:
+            isolation.check_available()
+        except isolation.SandboxUnavailable as exc:
+            # before any record is written: nothing of an earlier run is touched
+            raise RunError(f"{task.id}: {exc}") from None
     run_id, run_dir = run_dir_for(settings, task, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / ".lock")
@@ -121,6 +132,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
+        sandbox=settings.sandbox_label,
     )
     store.save(record)
     if prior_steps:
