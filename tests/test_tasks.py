@@ -9,7 +9,7 @@ import pytest
 
 from pytest_fmlbench.spec import load_task
 
-from conftest import REPO
+from conftest import REPO, junit_props
 
 TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
 
@@ -45,7 +45,7 @@ def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):
     result.assert_outcomes(passed=len(TASKS))
     seen = set()
     for case in ET.parse(pytester.path / "out.xml").getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        props = junit_props(pytester.path / "out.xml", case.get("name"))
         task = props["task"]
         spec = load_task(REPO / "task_suites" / task / "task.yaml").spec
         record = json.loads((Path(props["fmlbench_run_dir"]) / "record.json").read_text())

@@ -1,6 +1,7 @@
 """The final test's protocol on the toy task: what runs, what is recorded, and how it is scored."""
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +51,13 @@ class TwoConfigs(Agent):
 
 
 def run(tmp_path, agent_cls, steps=2):
+    # a copy outside the checkout: the sandbox hides the task folder, and so any folder holding it
+    task_dir = tmp_path / "toy_task"
+    shutil.copytree(TOY, task_dir)
+    # the protocol does not depend on isolation; unsandboxed, the test also runs from any checkout
     settings = RunSettings(agent_cls=agent_cls, agent_name=agent_cls.name, agent_options=AgentOptions(),
-                           out_dir=tmp_path / "out", steps=steps)
-    return execute(load_task(TOY / "task.yaml"), 0, settings)
+                           out_dir=tmp_path / "out", steps=steps, sandboxed=False)
+    return execute(load_task(task_dir / "task.yaml"), 0, settings)
 
 
 def test_a_failing_validation_rerun_does_not_stop_the_test(tmp_path):
@@ -61,7 +66,7 @@ def test_a_failing_validation_rerun_does_not_stop_the_test(tmp_path):
     assert record.best_val is not None and record.final_val is None
     assert "validation re-run of the best code failed" in record.final_val_error
     assert record.test_metric is not None and record.test_error is None  # the test ran all the same
-    assert run_note(record) == "ok; final val re-run failed, test still run"
+    assert run_note(record) == "ok; unsandboxed; final val re-run failed, test still run"
 
 
 def test_no_valid_step_tests_the_baseline_code_and_scores_the_declared_baseline(tmp_path):
@@ -70,7 +75,7 @@ def test_no_valid_step_tests_the_baseline_code_and_scores_the_declared_baseline(
     assert record.valid_steps == 0 and record.test_on_baseline and record.test_metric is not None
     row = Scores.from_runs(load_runs([outcome.store.dir]), encoder=None).runs.iloc[0]
     assert row["raw_test"] == 0.72 and row["ni"] == 0.0 and row["val_test_gap"] == 0.0
-    assert row["note"] == "all val failed -> baseline (no valid step: tested the baseline code)"
+    assert row["note"] == "all val failed -> baseline (no valid step: tested the baseline code); unsandboxed"
 
 
 def test_the_baseline_files_are_kept_and_every_step_is_embedded(tmp_path):
