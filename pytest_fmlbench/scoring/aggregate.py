@@ -68,10 +68,13 @@ def run_exploration(run: RunInput, encoder: Any) -> dict[str, float]:
     vectors, baseline = exploration.embed_run(encoder, snapshots, run.load_baseline() if run.load_baseline else None)
     values = exploration.exploration_metrics(vectors, baseline)
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_name(f"{cached.stem}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(values))
-        os.replace(tmp, cached)
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(values))
+            os.replace(tmp, cached)
+        except OSError:
+            pass  # a cache that cannot be written only costs time next run
     return values
 
 

@@ -125,10 +125,13 @@ class TransformerEncoder:
 
     def _store(self, text: str, vector: np.ndarray) -> None:
         path = self._cache_path(text_sha256(text))
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-        np.save(tmp, vector, allow_pickle=False)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(tmp, vector, allow_pickle=False)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written only costs time next run
 
     # embedding ----------------------------------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:
