@@ -384,7 +384,7 @@ class _TreeSearch:
             "You wrote code for a research experiment and it was run; now judge the output of that run. "
             "Analyse it, decide whether there were bugs, and summarise the findings.\n\n"
             f"## Task\n{task.description.strip()}\n\n## Plan\n{node.plan[:500]}\n\n"
-            f"## Execution result\nSuccess: {not node.buggy}\nPrimary metric ({task.metric.key}): {value}\n"
+            f"## Execution result\nSuccess: {not node.buggy}\nPrimary metric ({task.metric.key}): {value}\n\n"
         )
         if node.error:
             prompt += f"Error output:\n```\n{node.error}\n```\n\n"

@@ -170,7 +170,7 @@ class _Evolution:
         task = self.s.task
         value = "None" if child.metric is None else f"{child.metric:.6g}"
         prompt = (f"Briefly analyse this ML experiment result.\n\n## Task\n{task.description.strip()[:500]}\n\n"
-                  f"## Execution result\nSuccess: {not child.buggy}\nPrimary metric ({task.metric.key}): {value}\n")
+                  f"## Execution result\nSuccess: {not child.buggy}\nPrimary metric ({task.metric.key}): {value}\n\n")
         if child.error:
             prompt += f"Error output:\n```\n{child.error[:500]}\n```\n\n"
         prompt += ("Give a concise summary (2-3 sentences): what was attempted, what came of it, and what to try "
