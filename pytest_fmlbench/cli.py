@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import cli_agents
 from .report import find_run_dirs, load_runs, render, write_csvs
 
 
@@ -15,7 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     score = sub.add_parser("score", help="print the three tables for every run found under RUN_DIR")
     score.add_argument("run_dir", type=Path)
     score.add_argument("--csv-dir", type=Path, help="also write the tables as CSV here")
+    cli_agents.register(sub)
     args = parser.parse_args(argv)
+    if hasattr(args, "run"):
+        return args.run(args)
 
     runs = load_runs(find_run_dirs(args.run_dir))
     if not runs:

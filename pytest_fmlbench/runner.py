@@ -21,7 +21,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from . import devices
-from .agents import Agent
+from .agentkit import Agent
 from .executor import scrubbed_env
 from .record import RunRecord, RunStore, now
 from .session import BudgetExhausted, RunStopped, Session
