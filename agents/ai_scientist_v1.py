@@ -21,19 +21,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from pytest_fmlbench import Agent, AgentOptions, EditResult, RunStopped, Session
-from pytest_fmlbench.agentkit.instructed_edit import (
-    apply_edits,
-    apply_to_text,
-    instructed_edit,
-    metric_line,
-    restore_files,
-    split_edits,
-)
+from pytest_fmlbench.agentkit import Agent, AgentOptions, parse_reply, tail
+from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
-from pytest_fmlbench.agents.prompting import tail
+from pytest_fmlbench.editor import Edit, EditResult, SearchReplace, WholeFile
+from pytest_fmlbench.session import RunStopped, Session
 
 COMPLETION_MARKER = "ALL_COMPLETED"
+IDEA_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
 class AIScientistV1Options(AgentOptions):
@@ -48,12 +43,14 @@ class AIScientistV1Options(AgentOptions):
     idea_temperature: float = Field(0.75, ge=0, le=2, description="sampling temperature of idea and reflection calls")
     code_temperature: float | None = Field(None, ge=0, le=2,
                                            description="temperature of the editor calls (None: the provider's)")
-    max_output_tokens: int = Field(8192, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16,
+                                   description="reply length limit of the editor calls (idea calls: at most 8192)")
 
 
 class AIScientistV1Agent(Agent):
+    """The AI Scientist v1: ideas refined by reflection, then up to 5 experiments per idea from the baseline."""
+
     name = "ai-scientist-v1"
-    summary = "The AI Scientist v1: generate ideas with reflection, then up to 5 experiments per idea from the baseline"
     Options = AIScientistV1Options
     uses_llm = True
 
@@ -71,8 +68,11 @@ class _Scientist:
         self.o = options
         self.generator = IdeaGenerator(
             session, system=idea_system_prompt(session.task.domain), num_reflections=options.num_reflections,
-            temperature=options.idea_temperature, max_output_tokens=options.max_output_tokens,
+            temperature=options.idea_temperature, max_output_tokens=min(IDEA_MAX_OUTPUT_TOKENS,
+                                                                        options.max_output_tokens),
             max_attempts=2 * options.num_ideas)
+        self.editor = CodeEditor(session, temperature=options.code_temperature,
+                                 max_output_tokens=options.max_output_tokens)
         self.total_iter = 0
         self.notes_path = self._notes_name()
 
@@ -110,7 +110,7 @@ class _Scientist:
     # -- one idea -----------------------------------------------------------------------------------
     def experiment(self, idea: Idea) -> None:
         s, o = self.s, self.o
-        restore_files(s, s.baseline_files)  # each idea starts from the baseline, in a fresh workspace
+        restore(s, s.baseline_files)  # each idea starts from the baseline, in a fresh workspace
         notes = self.initial_notes(idea)
         runs: list[dict] = []  # the idea's successful runs
         current_run, completed, gave_up, last_error = 1, False, False, ""
@@ -120,27 +120,24 @@ class _Scientist:
             attempt, success = 0, False
             while (attempt < o.max_retries_per_run and not success and self.total_iter < o.max_iter
                    and s.steps_left > 0):
-                files = {**s.files, self.notes_path: notes}
-                reply = instructed_edit(s, prompt, files, error_context=last_error if attempt > 0 else None,
-                                        temperature=o.code_temperature, max_output_tokens=o.max_output_tokens,
-                                        purpose="experiment" if attempt == 0 else "fix")
-                said_done = COMPLETION_MARKER in reply.text
+                text, plan, note_edits, code_edits, error = self.ask(prompt, notes,
+                                                                     last_error if attempt > 0 else "", attempt)
+                said_done = COMPLETION_MARKER in text
                 completed = completed or (o.early_completion and said_done)
-                note_edits, code_edits = split_edits(reply.edits, self.notes_path)
-                new_notes = apply_to_text(notes, note_edits)
+                new_notes = _apply_to_text(notes, note_edits)
                 if code_edits:
-                    edit = apply_edits(s, reply, code_edits)
+                    edit = s.edit(code_edits)
                 elif note_edits:
                     edit = EditResult(applied=True)  # the port counts a change of the notes alone as an edit
                 else:
-                    edit = EditResult(applied=False, error=reply.error)
+                    edit = EditResult(applied=False, error=error)
                 extra = {"idea": idea.summary(), "run": current_run, "attempt": attempt + 1,
                          "all_completed": said_done, "notes_updated": new_notes != notes}
                 if previous_step is None:
                     extra["ideas"] = self.idea_table()  # what was planned, in the first step of each idea
                 notes = new_notes
                 action = "debug" if attempt > 0 else ("draft" if current_run == 1 else "improve")
-                result = s.run_step(action, parent=previous_step, plan=reply.plan[:4000], edit=edit,
+                result = s.run_step(action, parent=previous_step, plan=plan[:4000], edit=edit,
                                     idea=f"{idea.name}: {idea.title}", extra=extra)
                 self.total_iter += 1
                 previous_step = result.step
@@ -157,6 +154,20 @@ class _Scientist:
                 break
         if previous_step is not None:
             s.annotate(previous_step, extra={"idea_ended": self.end_reason(completed, gave_up, current_run)})
+
+    def ask(self, instruction: str, notes: str, error: str, attempt: int):
+        """One editor call over the editable files and the notes; the raw text is kept for ALL_COMPLETED."""
+        files = {**self.s.files, self.notes_path: notes}
+        reply = self.s.llm.complete(self.editor.messages(instruction, files, error),
+                                    temperature=self.o.code_temperature, max_output_tokens=self.o.max_output_tokens,
+                                    purpose="experiment" if attempt == 0 else "fix")
+        parsed = parse_reply(reply.text, files)
+        note_edits = [e for e in parsed.edits if e.path == self.notes_path]
+        code_edits = [e for e in parsed.edits if e.path != self.notes_path]
+        error = "" if parsed.edits else "no usable code in the reply: " + parsed.error
+        if error and reply.finish_reason == "length":
+            error += f" (the reply was cut at {self.o.max_output_tokens} tokens)"
+        return reply.text, parsed.plan, note_edits, code_edits, error
 
     def end_reason(self, completed: bool, gave_up: bool, current_run: int) -> str:
         if completed:
@@ -176,7 +187,7 @@ class _Scientist:
             f"# Idea title: {idea.title}\n"
             f"# Experiment: {idea.experiment}\n\n"
             "## Baseline results\n"
-            f"{metric_line(self.s.task, self.s.task.baseline.val, 'Baseline')}\n\n"
+            f"{metric_line(self.s, self.s.task.baseline.val, 'Baseline')}\n\n"
             "## Experiment progress\n"
             "(Keep track of your experiments and findings here.)\n"
         )
@@ -192,14 +203,14 @@ class _Scientist:
                 "First, plan the list of experiments you want to run: for example, when sweeping a "
                 "hyper-parameter, the value to test in each run.\n\n"
                 "The vanilla baseline has already been run; do not run it again. Its result:\n"
-                f"{metric_line(task, task.baseline.val, 'Baseline')}\n\n"
+                f"{metric_line(self.s, task.baseline.val, 'Baseline')}\n\n"
                 "After each change we run the experiment and report its result. Only these files can be "
                 f"changed: {editable} (and `{self.notes_path}`, your notes). Then implement the first item "
                 "of your list."
             )
         last = current_run - 1
         return (
-            f"Run {last} completed. Its result:\n{metric_line(task, last_metric, 'Last run result')}\n\n"
+            f"Run {last} completed. Its result:\n{metric_line(self.s, last_metric, 'Last run result')}\n\n"
             "Decide whether the results call for re-planning your experiments (often they will not).\n\n"
             f"Someone else will write up this work from `{self.notes_path}`. Record in it *everything* relevant "
             f"to Run {last}: what the experiment was and its run number. Be as verbose as needed.\n\n"
@@ -207,3 +218,13 @@ class _Scientist:
             f"{editable} (and `{self.notes_path}`).\n"
             f"If you are finished with the experiments, respond with '{COMPLETION_MARKER}'."
         )
+
+
+def _apply_to_text(text: str, edits: list[Edit]) -> str:
+    """The notes after the reply's edits of them; a SEARCH part that does not match once is skipped."""
+    for edit in edits:
+        if isinstance(edit, WholeFile):
+            text = edit.content
+        elif isinstance(edit, SearchReplace) and edit.search and text.count(edit.search) == 1:
+            text = text.replace(edit.search, edit.replace, 1)
+    return text

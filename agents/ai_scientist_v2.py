@@ -24,15 +24,12 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator
 
-from pytest_fmlbench import Agent, AgentOptions, Session
-from pytest_fmlbench.agentkit.instructed_edit import (
-    apply_edits,
-    instructed_edit,
-    metric_line,
-    restore_files,
-)
+from pytest_fmlbench.agentkit import Agent, AgentOptions, tail
+from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
-from pytest_fmlbench.agents.prompting import tail
+from pytest_fmlbench.session import Session
+
+FEEDBACK_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,8 @@ class AIScientistV2Options(AgentOptions):
                                         description="temperature of analysis, memory and sub-stage calls")
     code_temperature: float | None = Field(None, ge=0, le=2,
                                            description="temperature of the editor calls (None: the provider's)")
-    max_output_tokens: int = Field(8192, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the "
+                                   "editor calls (analysis, memory, sub-stage and idea calls: at most 8192)")
 
     @field_validator("stage_budgets", mode="before")
     @classmethod
@@ -141,9 +139,9 @@ class Node:
 
 
 class AIScientistV2Agent(Agent):
+    """The AI Scientist v2: best-first tree search in 4 stages (10/20/50/20% of the steps), LLM-written memory."""
+
     name = "ai-scientist-v2"
-    summary = ("The AI Scientist v2: best-first tree search in 4 stages (10/20/50/20% of the budget), "
-               "batches of 4 nodes, LLM-written memory")
     Options = AIScientistV2Options
     uses_llm = True
 
@@ -160,6 +158,9 @@ class _TreeSearch:
         self.s = session
         self.o = options
         self.budgets = stage_budgets(session.steps_total, options.stage_budgets)
+        self.editor = CodeEditor(session, temperature=options.code_temperature,
+                                 max_output_tokens=options.max_output_tokens)
+        self.feedback_tokens = min(FEEDBACK_MAX_OUTPUT_TOKENS, options.max_output_tokens)
         self.ideas: list[Idea] = []
         self.drafts_bound = 0
         self.nodes: list[Node] = []  # the current stage's tree
@@ -179,7 +180,7 @@ class _TreeSearch:
         if self.o.generate_ideas:
             generator = IdeaGenerator(
                 self.s, system=idea_system_prompt(self.s.task.domain), num_reflections=self.o.num_reflections,
-                temperature=0.75, max_output_tokens=self.o.max_output_tokens, max_attempts=2 * self.o.num_drafts)
+                temperature=0.75, max_output_tokens=self.feedback_tokens, max_attempts=2 * self.o.num_drafts)
             self.ideas = generator.generate(self.o.num_drafts)
         previous_best: Node | None = None
         skipped: list[str] = []
@@ -305,7 +306,7 @@ class _TreeSearch:
             "From the progress of the experiments so far, write focused goals for the next sub-stage of the "
             f"research.\n\nMain stage goals:\n{stage.goals}\n\nProgress so far:\n"
             f"- Successful experiments: {len(good)}\n- Failed experiments: {len(ran) - len(good)}\n"
-            f"- {metric_line(self.s.task, best.metric if best else None, 'Best')}\n\n"
+            f"- {metric_line(self.s, best.metric if best else None, 'Best')}\n\n"
             "Write specific, actionable goals (3-5 sentences) that:\n1. address the current problems and "
             "limitations\n2. build on the recent progress\n3. move towards the main stage goals"
         )
@@ -317,7 +318,7 @@ class _TreeSearch:
 
     # -- the three operations -------------------------------------------------------------------------
     def draft(self, slot: dict) -> None:
-        restore_files(self.s, self.s.baseline_files)
+        restore(self.s, self.s.baseline_files)
         idea = None
         if self.drafts_bound < len(self.ideas):
             idea = self.ideas[self.drafts_bound]
@@ -326,22 +327,21 @@ class _TreeSearch:
         self.execute("draft", None, instruction, None, slot, idea)
 
     def improve(self, parent: Node, slot: dict | None) -> None:
-        restore_files(self.s, self.s.files_of(parent.step))
+        restore(self.s, self.s.files_of(parent.step))
         idea = parent.root.idea
         instruction = self.improve_instruction(parent, self.memory(), idea)
         self.execute("improve", parent, instruction, None, slot, idea)
 
     def debug(self, parent: Node, slot: dict) -> None:
-        restore_files(self.s, self.s.files_of(parent.step))
+        restore(self.s, self.s.files_of(parent.step))
         instruction = self.debug_instruction(parent)
         self.execute("debug", parent, instruction, parent.error or None, slot, parent.root.idea)
 
     def execute(self, action: str, parent: Node | None, instruction: str, error: str | None, slot: dict | None,
                 idea: Idea | None) -> None:
         s = self.s
-        reply = instructed_edit(s, instruction, s.files, error_context=error, temperature=self.o.code_temperature,
-                                max_output_tokens=self.o.max_output_tokens, purpose=action)
-        edit = apply_edits(s, reply)
+        reply = self.editor.request(instruction, error_context=error or "", purpose=action)
+        edit = self.editor.apply(reply)
         stage = STAGES[self.stage]
         extra = {
             "stage": {"number": self.stage + 1, "name": stage.name, "budget": self.budgets[self.stage],
@@ -374,7 +374,7 @@ class _TreeSearch:
     def _ask(self, system: str, prompt: str, purpose: str) -> str:
         reply = self.s.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": prompt}],
                                     temperature=self.o.feedback_temperature,
-                                    max_output_tokens=self.o.max_output_tokens, purpose=purpose)
+                                    max_output_tokens=self.feedback_tokens, purpose=purpose)
         return reply.text
 
     def analyse(self, node: Node) -> str:
@@ -444,10 +444,10 @@ class _TreeSearch:
             "evaluation. Get a simple, working implementation first, before any sophisticated improvement: "
             "later stages explore more advanced variations.",
             *self._common(idea, memory),
-            f"## Baseline results\n{metric_line(task, task.baseline.val, 'Baseline')}",
+            f"## Baseline results\n{metric_line(self.s, task.baseline.val, 'Baseline')}",
             "## Experiment design sketch guideline\n- This first design should stay fairly simple, without "
-            "extensive hyper-parameter optimisation.\n- Take the Memory section into account.\n- Start your "
-            "answer with a solution sketch of 6-10 sentences.\n- Do not suggest exploratory data analysis.",
+            "extensive hyper-parameter optimisation.\n- Take the Memory section into account.\n- The solution "
+            "sketch should be 6-10 sentences.\n- Do not suggest exploratory data analysis.",
             f"## Stage guidance\n{self.goals}",
         ]
         return "\n\n".join(parts)
@@ -458,9 +458,9 @@ class _TreeSearch:
             "## Introduction\nYou are an experienced AI researcher. You get an implementation developed earlier; "
             "improve it according to the current experimental stage.",
             *self._common(idea, memory),
-            f"## Previous results\n{metric_line(task, parent.metric, 'Previous result')}\n"
+            f"## Previous results\n{metric_line(self.s, parent.metric, 'Previous result')}\n"
             f"Analysis: {parent.analysis}",
-            f"## Baseline for comparison\n{metric_line(task, task.baseline.val, 'Baseline')}",
+            f"## Baseline for comparison\n{metric_line(self.s, task.baseline.val, 'Baseline')}",
             f"## Stage guidance\n{self.goals}",
         ]
         return "\n\n".join(parts)
@@ -478,8 +478,8 @@ class _TreeSearch:
         depth = parent.debug_depth
         if depth > 0:
             parts.append(f"## Debug depth\nThis is debug attempt #{depth}: the earlier attempts did not fix it.")
-        parts.append("## Bug-fix sketch guideline\n- Start your answer with a short description (3-5 sentences) "
-                     "of how to fix the problem of the previous implementation.\n- Do not suggest exploratory "
+        parts.append("## Bug-fix sketch guideline\n- Write a short description (3-5 sentences) of how to fix "
+                     "the problem of the previous implementation.\n- Do not suggest exploratory "
                      "data analysis.")
         parts.append(f"## Stage guidance\n{self.goals}")
         return "\n\n".join(parts)

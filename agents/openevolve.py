@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from pytest_fmlbench import Agent, AgentOptions, Session
-from pytest_fmlbench.agentkit.instructed_edit import apply_edits, instructed_edit, metric_line, restore_files
+from pytest_fmlbench.agentkit import Agent, AgentOptions, tail
+from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
 from pytest_fmlbench.agentkit.map_elites import Placement, Population, Program, Sample, Settings, join_code
-from pytest_fmlbench.agents.prompting import tail
+from pytest_fmlbench.session import Session
+
+ANALYSIS_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
 class OpenEvolveOptions(AgentOptions):
@@ -41,12 +43,11 @@ class OpenEvolveOptions(AgentOptions):
     debug_prob: float = Field(0.3, ge=0, le=1, description="chance of debugging a buggy parent (upstream: none)")
     max_debug_depth: int = Field(2, ge=0, description="a buggy parent is debugged while its debug depth is below this")
     llm_analysis: bool = Field(True, description="LLM analysis of each run, which describes the program (the port's)")
-    diff_based: bool = Field(False, description="ask for SEARCH/REPLACE diffs for every file (upstream's default) "
-                             "instead of the shared editor's whole-file rewrites of small files")
     feedback_temperature: float = Field(0.75, ge=0, le=2, description="temperature of the analysis calls")
     code_temperature: float | None = Field(None, ge=0, le=2,
                                            description="temperature of the editor calls (None: the provider's)")
-    max_output_tokens: int = Field(8192, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16,
+                                   description="reply length limit of the editor calls (analysis calls: at most 8192)")
 
     @field_validator("exploitation_ratio")
     @classmethod
@@ -57,9 +58,9 @@ class OpenEvolveOptions(AgentOptions):
 
 
 class OpenEvolveAgent(Agent):
+    """OpenEvolve: MAP-Elites over code complexity x diversity on 3 islands, elite archive, ring migration."""
+
     name = "openevolve"
-    summary = ("OpenEvolve: MAP-Elites (complexity x diversity) over 3 islands with an elite archive, "
-               "migration every 10 generations")
     Options = OpenEvolveOptions
     uses_llm = True
 
@@ -81,6 +82,8 @@ class _Evolution:
         self.o = options
         settings = Settings(**{name: getattr(options, name) for name in Settings.__dataclass_fields__})
         self.pop = Population(settings, session.task.metric.direction, session.rng)
+        self.editor = CodeEditor(session, temperature=options.code_temperature,
+                                 max_output_tokens=options.max_output_tokens)
 
     def seed(self) -> dict:
         files = self.s.baseline_files
@@ -120,17 +123,15 @@ class _Evolution:
     def step(self, island: int, sample: Sample, top: list[Program], iteration: int, debug: bool,
              seeded: dict | None) -> int:
         s, parent = self.s, sample.parent
-        restore_files(s, s.baseline_files if parent.step is None else s.files_of(parent.step))
+        restore(s, s.baseline_files if parent.step is None else s.files_of(parent.step))
         if debug:
             instruction = ("The previous code change caused an error. Fix it.\n\n## Instructions\nFix the bug "
                            "and keep the intended improvement. Change as little as needed to remove the error.")
             error = parent.error or "(no error output was captured)"
         else:
-            instruction, error = self.evolve_instruction(parent, sample.inspirations, top), None
-        reply = instructed_edit(s, instruction, s.files, error_context=error, temperature=self.o.code_temperature,
-                                max_output_tokens=self.o.max_output_tokens, purpose="debug" if debug else "evolve",
-                                diff_only=self.o.diff_based)
-        edit = apply_edits(s, reply)
+            instruction, error = self.evolve_instruction(parent, sample.inspirations, top), ""
+        reply = self.editor.request(instruction, error_context=error, purpose="debug" if debug else "evolve")
+        edit = self.editor.apply(reply)
         files = s.files
         extra = {
             "island": parent.island, "slot": island, "iteration": iteration, "generation": parent.generation + 1,
@@ -178,7 +179,8 @@ class _Evolution:
         reply = self.s.llm.complete(
             [{"role": "system", "content": "You analyse ML experiments. Be concise."},
              {"role": "user", "content": prompt}],
-            temperature=self.o.feedback_temperature, max_output_tokens=self.o.max_output_tokens, purpose="analysis")
+            temperature=self.o.feedback_temperature,
+            max_output_tokens=min(ANALYSIS_MAX_OUTPUT_TOKENS, self.o.max_output_tokens), purpose="analysis")
         return reply.text.strip()[:300]
 
     def _value(self, program: Program) -> str:
@@ -206,9 +208,9 @@ class _Evolution:
         task = self.s.task
         key = task.metric.key
         parts = [
-            f"## Current solution performance\n{metric_line(task, parent.metric, 'Current solution')}\n"
+            f"## Current solution performance\n{metric_line(self.s, parent.metric, 'Current solution')}\n"
             f"- Generation: {parent.generation}, island: {parent.island}",
-            f"## Baseline results\n{metric_line(task, task.baseline.val, 'Baseline')}",
+            f"## Baseline results\n{metric_line(self.s, task.baseline.val, 'Baseline')}",
         ]
         areas = []
         if parent.metric is not None and top and top[0].metric is not None and top[0].metric != parent.metric:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..session import Session
-from ..agents.prompting import extract_json, render_files
+from .prompting import extract_json, render_files
 
 DONE_MARKER = "I am done"
 _RATINGS = ("Interestingness", "Feasibility", "Novelty")

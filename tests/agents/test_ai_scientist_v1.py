@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from llm.conftest import api_keys, fake_llm, llm_settings  # noqa: F401  (fixtures)
+from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
-from pytest_fmlbench.agents import load_agent_class
-from pytest_fmlbench.llm import make_llm_factory
-from pytest_fmlbench.runner import RunError, RunSettings, execute
-from pytest_fmlbench.spec import load_task
+from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
+from pytest_fmlbench.runner import RunError
 
-REPO = Path(__file__).parents[2]
-TOY = REPO / "tests" / "data" / "toy_task"
-AGENT = load_agent_class(f"{REPO / 'agents' / 'ai_scientist_v1.py'}:AIScientistV1Agent")
+TOY = Path(__file__).parents[1] / "data" / "toy_task"
+AGENT = load_agent_class("ai-scientist-v1")
 
 
 def last_user(seen: Seen) -> str:
@@ -97,22 +94,10 @@ class ToyScientist:
         return Say("?")
 
 
-class Run:
-    def __init__(self, outcome):
-        self.record = outcome.record
-        self.store = outcome.store
-        self.steps = outcome.store.load_steps()
-
-
 @pytest.fixture
-def run_v1(tmp_path, fake_llm, api_keys):  # noqa: F811
-    def run(steps: int, **options) -> Run:
-        settings = llm_settings(fake_llm)
-        run_settings = RunSettings(
-            agent_cls=AGENT, agent_name=AGENT.name, agent_options=AGENT.Options(**options),
-            out_dir=tmp_path / "out", steps=steps, model=settings.model, provider=settings.provider,
-            llm_factory=make_llm_factory(settings))
-        return Run(execute(load_task(TOY / "task.yaml"), 0, run_settings))
+def run_v1(run_agent):  # noqa: F811
+    def run(steps: int, **options):
+        return run_agent("ai-scientist-v1", steps=steps, options=options)
 
     return run
 
@@ -250,3 +235,13 @@ def test_resume_replays_ideas_and_steps(run_v1, fake_llm, tmp_path):
     assert lines[:2] == crashed and [s["step"] for s in lines] == [1, 2, 3, 4, 5]
     assert [(s["action"], s["parent"]) for s in lines] == [
         ("draft", None), ("improve", 1), ("debug", 2), ("improve", 3), ("draft", None)]
+
+
+def test_options_default_to_the_port_and_unknown_ones_are_named():
+    defaults = AGENT.Options()
+    assert (defaults.num_ideas, defaults.num_reflections, defaults.max_runs, defaults.max_retries_per_run) == (25, 3, 5, 4)
+    assert parse_agent_options(AGENT, ["idea_generation=lazy", "num_ideas=2"]).num_ideas == 2
+    with pytest.raises(AgentLoadError, match="no option ideas; options: .*num_ideas"):
+        parse_agent_options(AGENT, ["ideas=3"])
+    with pytest.raises(AgentLoadError, match="idea_generation"):
+        parse_agent_options(AGENT, ["idea_generation=sometimes"])

@@ -5,21 +5,16 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from llm.conftest import api_keys, fake_llm, llm_settings  # noqa: F401  (fixtures)
+from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
-from pytest_fmlbench.agents import AgentLoadError, load_agent_class, parse_agent_options
-from pytest_fmlbench.llm import make_llm_factory
-from pytest_fmlbench.runner import RunError, RunSettings, execute
-from pytest_fmlbench.spec import load_task
+from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
+from pytest_fmlbench.runner import RunError
 
-REPO = Path(__file__).parents[2]
-TOY = REPO / "tests" / "data" / "toy_task"
-AGENT = load_agent_class(f"{REPO / 'agents' / 'ai_scientist_v2.py'}:AIScientistV2Agent")
+AGENT = load_agent_class("ai-scientist-v2")
 STAGE_NAMES = ["initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"]
 
 
@@ -85,22 +80,10 @@ class ToyResearcher:
         return Say("?")
 
 
-class Run:
-    def __init__(self, outcome):
-        self.record = outcome.record
-        self.store = outcome.store
-        self.steps = outcome.store.load_steps()
-
-
 @pytest.fixture
-def run_v2(tmp_path, fake_llm, api_keys):  # noqa: F811
-    def run(steps: int, **options) -> Run:
-        settings = llm_settings(fake_llm)
-        run_settings = RunSettings(
-            agent_cls=AGENT, agent_name=AGENT.name, agent_options=AGENT.Options(**options),
-            out_dir=tmp_path / "out", steps=steps, model=settings.model, provider=settings.provider,
-            llm_factory=make_llm_factory(settings))
-        return Run(execute(load_task(TOY / "task.yaml"), 0, run_settings))
+def run_v2(run_agent):  # noqa: F811
+    def run(steps: int, **options):
+        return run_agent("ai-scientist-v2", steps=steps, options=options)
 
     return run
 

@@ -6,22 +6,17 @@ import json
 import random
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from llm.conftest import api_keys, fake_llm, llm_settings  # noqa: F401  (fixtures)
+from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
+from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
 from pytest_fmlbench.agentkit.map_elites import Population, Program, Settings
-from pytest_fmlbench.agents import AgentLoadError, load_agent_class, parse_agent_options
-from pytest_fmlbench.llm import make_llm_factory
-from pytest_fmlbench.runner import RunError, RunSettings, execute
-from pytest_fmlbench.spec import load_task
+from pytest_fmlbench.runner import RunError
 
-REPO = Path(__file__).parents[2]
-TOY = REPO / "tests" / "data" / "toy_task"
-AGENT = load_agent_class(f"{REPO / 'agents' / 'openevolve.py'}:OpenEvolveAgent")
+AGENT = load_agent_class("openevolve")
 
 
 def program(pid: str, island: int = 0, metric: float | None = 0.5, *, complexity: float = 100.0,
@@ -179,22 +174,10 @@ class ToyEvolver:
         return Say("?")
 
 
-class Run:
-    def __init__(self, outcome):
-        self.record = outcome.record
-        self.store = outcome.store
-        self.steps = outcome.store.load_steps()
-
-
 @pytest.fixture
-def run_oe(tmp_path, fake_llm, api_keys):  # noqa: F811
-    def run(steps: int, **options) -> Run:
-        settings = llm_settings(fake_llm)
-        run_settings = RunSettings(
-            agent_cls=AGENT, agent_name=AGENT.name, agent_options=AGENT.Options(**options),
-            out_dir=tmp_path / "out", steps=steps, model=settings.model, provider=settings.provider,
-            llm_factory=make_llm_factory(settings))
-        return Run(execute(load_task(TOY / "task.yaml"), 0, run_settings))
+def run_oe(run_agent):  # noqa: F811
+    def run(steps: int, **options):
+        return run_agent("openevolve", steps=steps, options=options)
 
     return run
 
