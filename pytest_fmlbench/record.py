@@ -78,6 +78,8 @@ class StepRecord(BaseModel):
     snapshot: str
     snapshot_sha256: str
     is_best: bool = False
+    # attempts the sandbox refused during this step, as the experiment's output reported them
+    blocked: list[str] = []
     extra: dict[str, Any] = {}
 
     @property

@@ -75,6 +75,16 @@ class Commands(_Strict):
             raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; allowed: {sorted(PLACEHOLDERS)}")
         return value
 
+    @field_validator("val", "test")
+    @classmethod
+    def _experiments_see_no_harness_paths(cls, value: str) -> str:
+        # the experiment's sandbox has no harness, private folder or verdict: naming them is a task bug
+        names = {name for _, name, _, _ in string.Formatter().parse(value) if name}
+        leaked = names & {"harness", "private", "result"}
+        if leaked:
+            raise ValueError(f"an experiment command cannot use {sorted(leaked)}: only the harness sees those")
+        return value
+
 
 class Constraint(_Strict):
     name: str
