@@ -32,7 +32,7 @@ IDEA_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
 class AIScientistV1Options(AgentOptions):
-    num_ideas: int = Field(25, ge=1, description="ideas generated (original port: 25)")
+    num_ideas: int = Field(25, ge=1, description="ideas generated (upstream AI-Scientist: 50)")
     num_reflections: int = Field(3, ge=1, description="rounds per idea conversation, the first draft included")
     max_runs: int = Field(5, ge=1, description="successful experiments per idea")
     max_retries_per_run: int = Field(4, ge=1, description="attempts per experiment before the idea is dropped")

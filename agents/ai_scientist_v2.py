@@ -57,20 +57,21 @@ FORCED_IMPROVE_STAGES = (1, 3)  # 0-based: baseline tuning and ablation improve 
 
 class AIScientistV2Options(AgentOptions):
     stage_budgets: tuple[float, float, float, float] = Field(
-        (0.10, 0.20, 0.50, 0.20), description="shares of --steps for the four stages (comma-separated)")
+        (0.10, 0.20, 0.50, 0.20),
+        description="shares of --steps for the four stages, comma-separated (upstream: 20/12/12/18 nodes)")
     num_workers: int = Field(4, ge=1, description="nodes selected together per batch (upstream's parallel workers)")
     num_drafts: int = Field(3, ge=1, description="root drafts of stage 1")
     debug_prob: float = Field(0.5, ge=0, le=1, description="chance of debugging a buggy leaf at each batch slot")
     max_debug_depth: int = Field(3, ge=0, description="a buggy leaf is debugged while its debug depth is at most this")
     generate_ideas: bool = Field(
-        False, description="generate num_drafts AI-Scientist ideas and bind one to each draft (the port only "
-        "does so when a seed-ideas file exists, which no task has)")
+        False, description="bind an AI-Scientist idea to each stage-1 draft (the port needs a seed-ideas file no "
+        "task has)")
     num_reflections: int = Field(3, ge=1, description="reflection rounds per idea when generate_ideas is on")
     memory: bool = Field(True, description="LLM-written memory of the stage's successes and failures in prompts")
-    feedback_temperature: float = Field(0.75, ge=0, le=2,
-                                        description="temperature of analysis, memory and sub-stage calls")
-    code_temperature: float | None = Field(None, ge=0, le=2,
-                                           description="temperature of the editor calls (None: the provider's)")
+    feedback_temperature: float = Field(
+        0.75, ge=0, le=2, description="temperature of analysis, memory and sub-stage calls (upstream: 0.5)")
+    code_temperature: float | None = Field(
+        None, ge=0, le=2, description="temperature of the editor calls (None: the provider's; upstream: 1.0)")
     max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the "
                                    "editor calls (analysis, memory, sub-stage and idea calls: at most 8192)")
 

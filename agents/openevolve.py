@@ -44,8 +44,8 @@ class OpenEvolveOptions(AgentOptions):
     max_debug_depth: int = Field(2, ge=0, description="a buggy parent is debugged while its debug depth is below this")
     llm_analysis: bool = Field(True, description="LLM analysis of each run, which describes the program (the port's)")
     feedback_temperature: float = Field(0.75, ge=0, le=2, description="temperature of the analysis calls")
-    code_temperature: float | None = Field(None, ge=0, le=2,
-                                           description="temperature of the editor calls (None: the provider's)")
+    code_temperature: float | None = Field(
+        None, ge=0, le=2, description="temperature of the editor calls (None: the provider's; upstream: 0.7)")
     max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16,
                                    description="reply length limit of the editor calls (analysis calls: at most 8192)")
 

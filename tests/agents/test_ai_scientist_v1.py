@@ -239,7 +239,8 @@ def test_resume_replays_ideas_and_steps(run_v1, fake_llm, tmp_path):
 
 def test_options_default_to_the_port_and_unknown_ones_are_named():
     defaults = AGENT.Options()
-    assert (defaults.num_ideas, defaults.num_reflections, defaults.max_runs, defaults.max_retries_per_run) == (25, 3, 5, 4)
+    port = (defaults.num_ideas, defaults.num_reflections, defaults.max_runs, defaults.max_retries_per_run)
+    assert port == (25, 3, 5, 4)
     assert parse_agent_options(AGENT, ["idea_generation=lazy", "num_ideas=2"]).num_ideas == 2
     with pytest.raises(AgentLoadError, match="no option ideas; options: .*num_ideas"):
         parse_agent_options(AGENT, ["ideas=3"])
