@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from . import devices
+from . import devices, junit, schedule
 from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
@@ -42,6 +42,22 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
     return collect_task_directory(path, parent)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    bench = config.stash.get(BENCH_KEY, None)
+    if bench is not None:
+        schedule.longest_first(items, bench.settings.steps, bench.settings.out_dir)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # items of very different lengths: work stealing keeps every worker busy (unless the user chose)
+    if config.stash.get(BENCH_KEY, None) is None or schedule.user_chose_dist(config):
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if config.stash.get(BENCH_KEY, None) is None:
@@ -57,7 +73,10 @@ class ResultsCollector:
         self.bench = bench
         self.runs: dict[str, tuple[Path, bool]] = {}
         self.resumed: dict[str, int] = {}
+        self.moved_to_suite = False
 
+    # before junitxml's own hook, which writes a report's properties into its testcase
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         run_dir = props.get(RUN_DIR_PROPERTY)
@@ -65,6 +84,7 @@ class ResultsCollector:
             self.runs[report.nodeid] = (Path(run_dir), props.get(REUSED_PROPERTY) == "true")
             if props.get(RESUMED_PROPERTY):
                 self.resumed[report.nodeid] = int(props[RESUMED_PROPERTY])
+            self.moved_to_suite |= junit.move_to_suite(self.config, report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.runs:
@@ -87,3 +107,5 @@ class ResultsCollector:
         terminalreporter.write_line(
             f"tables written to {report_dir}/ ; run records under {self.bench.settings.out_dir / 'runs'}/"
         )
+        if self.moved_to_suite:
+            terminalreporter.write_line(junit.NOTE.format(family=junit.junit_family(self.config)))

@@ -20,7 +20,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from . import devices
+from . import devices, isolation
 from .agentkit import Agent
 from .executor import scrubbed_env
 from .record import RunRecord, RunStore, now
@@ -50,7 +50,7 @@ class RunSettings:
     model: str | None = None
     provider: str | None = None
     fresh: bool = False
-    sandboxed: bool = False
+    sandboxed: bool = True
     budget: dict[str, float | None] = field(default_factory=dict)
     # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
     llm_factory: Callable[[RunRecord, Path], Any] | None = None
@@ -61,7 +61,12 @@ class RunSettings:
             "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint,
             "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
             "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
+            "sandbox": self.sandbox_label,
         }
+
+    @property
+    def sandbox_label(self) -> str:
+        return isolation.SANDBOXED if self.sandboxed else isolation.UNSANDBOXED
 
 
 @dataclass
@@ -83,6 +88,12 @@ def run_dir_for(settings: RunSettings, task: Task, seed: int) -> tuple[str, Path
 
 
 def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
+    if settings.sandboxed:
+        try:
+            isolation.check_available()
+        except isolation.SandboxUnavailable as exc:
+            # before any record is written: nothing of an earlier run is touched
+            raise RunError(f"{task.id}: {exc}") from None
     run_id, run_dir = run_dir_for(settings, task, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / ".lock")
@@ -117,10 +128,11 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         domain=spec.domain, agent=settings.agent_name,
         agent_options=settings.agent_options.model_dump(mode="json"), model=settings.model,
         provider=settings.provider, seed=seed, steps_budget=settings.steps, metric_key=spec.metric.key,
-        direction=spec.metric.direction, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
+        direction=spec.metric.direction, metric_transform=spec.metric.transform, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
+        sandbox=settings.sandbox_label,
     )
     store.save(record)
     if prior_steps:
@@ -172,7 +184,14 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
 
 def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
                 sandboxed: bool) -> None:
-    """Fresh workspace, best-val code restored, validation re-run, test run once."""
+    """Fresh workspace, best-val code restored, validation re-run, test run once (the original's protocol).
+
+    The validation re-run only regenerates what the test needs: when it fails, the test is run all the
+    same and the failure is kept in ``final_val_error``. With no successful step the baseline code is
+    tested; the scorer then credits the declared baseline values, as the original does.
+    """
+    # the code the run started from, kept beside the steps' snapshots for the exploration metrics
+    record.baseline_snapshot = store.write_named_snapshot("baseline", session.baseline_files)
     best = session.best
     if best is None:
         files = session.baseline_files
@@ -189,11 +208,9 @@ def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord
         record.test_error = f"could not restore the best code: {restored.error}"
         return
     val = final.run_split("val", "final", manifest=final_manifest)
-    # the re-run regenerates what the test needs; a val-only constraint does not block the test
     record.final_val = val.metric
     if val.metric is None:
-        record.test_error = f"validation re-run of the best code failed: {val.error[-500:]}"
-        return
+        record.final_val_error = f"validation re-run of the best code failed: {val.error[-500:]}"
     test = final.run_split("test", "final", manifest=final_manifest)
     if not test.success:
         record.test_error = f"test run failed: {test.error[-500:]}"

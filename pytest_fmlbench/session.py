@@ -158,6 +158,7 @@ class Session:
             metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error,
             analysis=analysis, duration_s=outcome.duration_s, started_at=started,
             usage=self._pending_usage, snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
+            blocked=outcome.blocked,
         )
         node.is_best = node.success and node.metric is not None and (
             best_before is None or self.journal.better(node.metric, best_before.metric)

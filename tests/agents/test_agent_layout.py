@@ -115,6 +115,9 @@ def test_the_wheel_ships_the_agents_and_works_installed_from_any_directory(tmp_p
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"{NAMESPACE}/{n.replace('-', '_')}.py" for n in builtin_names()} <= names
     assert not any(n.startswith("agents/") for n in names)
+    package_files = {p.relative_to(REPO).as_posix() for p in (REPO / "pytest_fmlbench").rglob("*")
+                     if p.is_file() and "__pycache__" not in p.parts}
+    assert package_files <= names
     target = tmp_path / "installed"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
