@@ -87,7 +87,9 @@ def test_a_run_beside_the_sdk_uses_our_agent_and_a_user_agent_still_gets_the_sdk
     assert listed.ret == 0
     listed.stdout.fnmatch_lines(["aide  [[]needs an LLM*", "baseline  [[]no LLM]"])
     for spec in ("baseline", "sdk_user.py:SdkUser"):
-        pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--agent={spec}", "toy_task").assert_outcomes(passed=1)
+        # imports are under test, not isolation: unsandboxed, the experiment sees the same sys.path
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--agent={spec}", "--no-sandbox",
+                                      "toy_task").assert_outcomes(passed=1)
     plans = [p.read_text() for p in pytester.path.glob("reports/fmlbench/runs/toy_task/sdk-user*/steps.jsonl")]
     assert len(plans) == 1 and '"plan":"sdk"' in plans[0]
 
