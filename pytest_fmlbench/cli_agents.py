@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 
 
-def register(subcommands) -> None:
-    parser = subcommands.add_parser("agents", help="list the built-in agents, their options and whether they need an LLM")
-    parser.set_defaults(run=run)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command takes no arguments."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -15,3 +14,6 @@ def run(args: argparse.Namespace) -> int:
 
     print(render(catalog()), end="")
     return 0
+
+
+COMMAND = ("agents", "list the built-in agents, their options and whether they need an LLM", add_arguments, run)

@@ -129,7 +129,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         domain=spec.domain, agent=settings.agent_name,
         agent_options=settings.agent_options.model_dump(mode="json"), model=settings.model,
         provider=settings.provider, seed=seed, steps_budget=settings.steps, metric_key=spec.metric.key,
-        direction=spec.metric.direction, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
+        direction=spec.metric.direction, metric_transform=spec.metric.transform, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
@@ -191,7 +191,14 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
 
 def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
                 sandboxed: bool) -> None:
-    """Fresh workspace, best-val code restored, validation re-run, test run once."""
+    """Fresh workspace, best-val code restored, validation re-run, test run once (the original's protocol).
+
+    The validation re-run only regenerates what the test needs: when it fails, the test is run all the
+    same and the failure is kept in ``final_val_error``. With no successful step the baseline code is
+    tested; the scorer then credits the declared baseline values, as the original does.
+    """
+    # the code the run started from, kept beside the steps' snapshots for the exploration metrics
+    record.baseline_snapshot = store.write_named_snapshot("baseline", session.baseline_files)
     best = session.best
     if best is None:
         files = session.baseline_files
@@ -208,11 +215,9 @@ def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord
         record.test_error = f"could not restore the best code: {restored.error}"
         return
     val = final.run_split("val", "final", manifest=final_manifest)
-    # the re-run regenerates what the test needs; a val-only constraint does not block the test
     record.final_val = val.metric
     if val.metric is None:
-        record.test_error = f"validation re-run of the best code failed: {val.error[-500:]}"
-        return
+        record.final_val_error = f"validation re-run of the best code failed: {val.error[-500:]}"
     test = final.run_split("test", "final", manifest=final_manifest)
     if not test.success:
         record.test_error = f"test run failed: {test.error[-500:]}"

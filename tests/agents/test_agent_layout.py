@@ -87,7 +87,9 @@ def test_a_run_beside_the_sdk_uses_our_agent_and_a_user_agent_still_gets_the_sdk
     assert listed.ret == 0
     listed.stdout.fnmatch_lines(["aide  [[]needs an LLM*", "baseline  [[]no LLM]"])
     for spec in ("baseline", "sdk_user.py:SdkUser"):
-        pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--agent={spec}", "toy_task").assert_outcomes(passed=1)
+        # imports are under test, not isolation: unsandboxed, the experiment sees the same sys.path
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--agent={spec}", "--no-sandbox",
+                                      "toy_task").assert_outcomes(passed=1)
     plans = [p.read_text() for p in pytester.path.glob("reports/fmlbench/runs/toy_task/sdk-user*/steps.jsonl")]
     assert len(plans) == 1 and '"plan":"sdk"' in plans[0]
 
@@ -115,6 +117,9 @@ def test_the_wheel_ships_the_agents_and_works_installed_from_any_directory(tmp_p
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"{NAMESPACE}/{n.replace('-', '_')}.py" for n in builtin_names()} <= names
     assert not any(n.startswith("agents/") for n in names)
+    package_files = {p.relative_to(REPO).as_posix() for p in (REPO / "pytest_fmlbench").rglob("*")
+                     if p.is_file() and "__pycache__" not in p.parts}
+    assert package_files <= names
     target = tmp_path / "installed"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)

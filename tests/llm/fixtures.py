@@ -79,6 +79,8 @@ def run_agent(tmp_path, fake_llm, api_keys):
             out_dir=tmp_path / "out", steps=steps, model=settings.model if cls.uses_llm else None,
             provider=settings.provider if cls.uses_llm else None,
             llm_factory=make_llm_factory(settings) if cls.uses_llm else None,
+            # agent behaviour, not isolation, is under test here (isolation has its own tests)
+            sandboxed=False,
         )
         return AgentRun(execute(load_task(task / "task.yaml"), seed, run_settings))
 
