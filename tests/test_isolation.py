@@ -109,7 +109,9 @@ def _assert_contained(project: Path, task: str, harness_file: Path, harness_befo
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
     assert len(steps) == record["steps_used"] == 1 and steps[0]["step"] == 1
     assert record["sandbox"] == "bwrap"
-    assert not any(SECRET_KEY in p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    for path in (p for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink()):
+        text = path.read_text(errors="replace")
+        assert SECRET_KEY not in text and "SECRET-netrc" not in text and "SECRET-db" not in text, path
     return record
 
 
