@@ -31,7 +31,7 @@ def _loot():
     for root, _dirs, files in _os.walk(project):
         scanned += len(files)
         found += [_os.path.join(root, f) for f in files
-                  if (f.startswith("test_y") and f.endswith(".npy")) or f in ("colored_digits.py", "evaluate.py")]
+                  if (f.startswith("test_y") and f.endswith(".npy")) or f in ("colored_digits.py", "layout.py", "evaluate.py")]
     found = sorted(set(found))
     print(f"ATTACK scanned {scanned} files under {project}; found: {found}", flush=True)
     labels = [f for f in found if _os.path.basename(f).startswith("test_y")]

@@ -17,12 +17,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.datasets import load_digits
 
+from layout import COLOR_FLIP, NUM_CLASSES, TEST_ENV, TRAIN_ENVS  # noqa: F401  (re-exported)
+
 SEED = 20240521
-COLOR_FLIP = (0.1, 0.2, 0.9)  # DomainBed's ColoredMNIST environments '+90%', '+80%', '-90%'
 LABEL_NOISE = 0.25
-TEST_ENV = 2
-TRAIN_ENVS = tuple(e for e in range(len(COLOR_FLIP)) if e != TEST_ENV)
-NUM_CLASSES = 2
 
 
 def color_environment(images: np.ndarray, digits: np.ndarray, color_flip: float,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from colored_digits import NUM_CLASSES, TEST_ENV, TRAIN_ENVS  # noqa: E402
+from layout import NUM_CLASSES, TEST_ENV, TRAIN_ENVS  # noqa: E402
 
 from pytest_fmlbench.evalkit import (  # noqa: E402
     fail,
