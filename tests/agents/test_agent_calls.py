@@ -6,7 +6,7 @@ from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401 (fixtures)
 from llm.toy_coder import ToyCoder
 from scripted_coder import ScriptedCoder
 
-from conftest import load_record
+from conftest import REPO, load_record
 
 STEPS = 6
 
@@ -51,3 +51,20 @@ def test_each_agent_runs_from_the_command_line_with_its_options_recorded(pyteste
     # an unknown option is one line naming the valid ones
     bad = bench(f"--agent={agent}", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1", "toy_task")
     bad.stderr.fnmatch_lines([f"ERROR: agent {agent} has no option bogus; options: *{name}*"])
+
+
+README_LINES = [line.split("#")[0].split() for line in (REPO / "README.md").read_text().splitlines()
+                if line.startswith(("pytest --agent=aira-mcts", "pytest --agent=autoresearch",
+                                    "pytest --agent=adaptive-search"))]
+
+
+@pytest.mark.parametrize("words", README_LINES, ids=[w[1] for w in README_LINES])
+def test_the_readme_commands_of_these_agents(pytester, toy, bench, fake_llm, api_keys, words):
+    fake_llm.responder = ScriptedCoder()
+    # the README's model, served by the loopback server; two steps instead of the README's budget
+    result = bench(*words[1:], f"--base-url={fake_llm.url}", "--steps=2", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert (record["agent"], record["model"], record["status"]) == (words[1].split("=")[1], "gpt-5.4", "finished")
+    for name, value in (w.split("=") for w in words[2:] if "=" in w and not w.startswith("--")):
+        assert str(record["agent_options"][name]) == value
