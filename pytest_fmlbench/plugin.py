@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from . import devices, junit, schedule
+from .progress import LiveDisplay
 from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
@@ -74,6 +75,30 @@ class ResultsCollector:
         self.runs: dict[str, tuple[Path, bool]] = {}
         self.resumed: dict[str, int] = {}
         self.moved_to_suite = False
+        self.live: LiveDisplay | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # -q keeps it quiet; --collect-only runs nothing
+        if self.config.get_verbosity() < 0 or self.config.getoption("collectonly"):
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        lock = __import__("threading").Lock()
+
+        def write_line(line: str) -> None:
+            with lock:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+                reporter.flush()
+
+        self.live = LiveDisplay(self.bench.settings.out_dir, write_line, tty=reporter.isatty())
+        self.live.start()
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
 
     # before junitxml's own hook, which writes a report's properties into its testcase
     @pytest.hookimpl(tryfirst=True)

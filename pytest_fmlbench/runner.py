@@ -23,6 +23,7 @@ from filelock import FileLock, Timeout
 from . import devices, isolation
 from .agentkit import Agent
 from .executor import scrubbed_env
+from .progress import LiveFile
 from .record import RunRecord, RunStore, now
 from .session import BudgetExhausted, RunStopped, Session
 from .spec import Task
@@ -141,6 +142,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     env = scrubbed_env(devices.experiment_env(spec.resources.gpus))
 
     def finish(status: str, **fields: Any) -> RunOutcome:
+        live.close()
         for name, value in fields.items():
             setattr(record, name, value)
         record.status = status
@@ -149,11 +151,15 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         store.save(record)
         return RunOutcome(record, store)
 
+    live = LiveFile(settings.out_dir, run_id, f"{task.id}[seed{seed}]", settings.steps, spec.baseline.val,
+                    spec.metric.direction, spec.normalization.scale(spec.baseline.val))
+    live.update(action="preparing")
     try:
         search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed)
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
-        session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log)
+        session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log,
+                          progress=live.update)
         agent = settings.agent_cls(settings.agent_options)
         stop_reason = None
         try:
@@ -166,6 +172,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")
+        live.update(action="final test")
         _final_test(task, session, store, record, env, manifest, settings.sandboxed)
     except IntegrityViolation as exc:
         return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,

@@ -166,3 +166,15 @@ def test_benchmark_items_run_longest_first_with_work_stealing(pytester, toy, ben
     result = bench("--agent=baseline", "-n", "2", "-v", "short_task", "long_task")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*scheduling tests via WorkStealingScheduling*"])
+
+
+def test_live_progress_prints_one_line_per_finished_step_and_q_keeps_it_quiet(pytester, toy, bench):
+    result = bench("--agent=random-search", "--steps=2", "-n", "2", "toy_task")
+    result.assert_outcomes(passed=1)
+    lines = [line for line in result.stdout.lines if line.startswith("[fmlbench]")]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("[fmlbench] toy_task[seed0] step 1/2 baseline -> 0.76; best 0.76 (+0.000), failed 0")
+    assert lines[1].startswith("[fmlbench] toy_task[seed0] step 2/2 random -> ")
+    quiet = bench("--agent=random-search", "--steps=2", "--fresh", "-q", "toy_task")
+    quiet.assert_outcomes(passed=1)
+    assert not [line for line in quiet.stdout.lines if line.startswith("[fmlbench]")]
