@@ -32,7 +32,7 @@ def test_readme_collection_command(pytester, bench):
     shutil.copytree(REPO / "task_suites", pytester.path / "task_suites")
     result = bench("--collect-only", "-q", "--agent=baseline", "--seeds=3", "task_suites")
     result.stdout.fnmatch_lines([f"*{len(TASKS) * 3} tests collected*"])
-    result = bench("--collect-only", "-q", "--agent=baseline", "-k", "privacy", "task_suites")
+    result = bench("--collect-only", "-q", "--agent=baseline", "-k", "privacy_opacus", "task_suites")
     result.stdout.fnmatch_lines(["task_suites/privacy_opacus::privacy_opacus[[]seed0]", "*1/* tests collected (* deselected)*"])
 
 
