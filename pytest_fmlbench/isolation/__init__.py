@@ -82,6 +82,9 @@ _ENV_ALLOW_PREFIXES = ("LC_", "FMLBENCH_EXPERIMENT_")
 def sandbox_env(env: dict[str, str]) -> dict[str, str]:
     """The experiment's environment inside the sandbox: allowlisted variables, a private home, no user site."""
     env = {name: value for name, value in env.items() if name in _ENV_ALLOW or name.startswith(_ENV_ALLOW_PREFIXES)}
+    # the harness's own copy of this package (bound read-only at the same path) is the one experiments
+    # import, whichever checkout or install the harness runs from
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     env.update(HOME=mounts.SANDBOX_HOME, TMPDIR="/tmp", PYTHONNOUSERSITE="1",
                XDG_CACHE_HOME=f"{mounts.SANDBOX_HOME}/.cache", MPLCONFIGDIR=f"{mounts.SANDBOX_HOME}/.matplotlib")
     return env
