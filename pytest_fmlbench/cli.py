@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from . import cli_agents
 from .report import find_run_dirs, load_runs, render, write_csvs
 
 
@@ -82,6 +83,7 @@ def run_score(args: argparse.Namespace) -> int:
 
 COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
     ("score", "print the tables for every run found under RUN_DIR", add_score_arguments, run_score),
+    cli_agents.COMMAND,
 ]
 
 

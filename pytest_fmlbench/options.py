@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from .agents import AgentLoadError, load_agent_class, parse_agent_options
+from .agentkit import AgentLoadError, builtin_names, load_agent_class, parse_agent_options
 from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
 
@@ -21,8 +21,10 @@ DEFAULT_OUT = "reports/fmlbench"
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("fmlbench", "FML-bench: ML research agents as tests")
-    group.addoption("--agent", metavar="NAME", help="research agent: a built-in name (baseline, random-search, aide), "
+    group.addoption("--agent", metavar="NAME", help=f"research agent: a built-in name ({', '.join(builtin_names())}), "
                     "package.module:Class, or path/to/file.py:Class. Without it, benchmark items are skipped.")
+    group.addoption("--fmlbench-agents", action="store_true",
+                    help="list the built-in agents (what each does, its options, whether it needs an LLM) and exit")
     group.addoption("--agent-opt", action="append", default=[], metavar="NAME=VALUE",
                     help="an agent option (repeatable), validated against the agent's declared options")
     group.addoption("--model", metavar="MODEL", help="LLM the agent uses (agents that need one)")

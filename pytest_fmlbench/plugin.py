@@ -16,6 +16,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if config.getoption("fmlbench_agents"):
+        from .agentkit.catalog import catalog, render
+
+        print(render(catalog()), end="")
+        return 0
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for mark, text in (("lite", "tasks of the original's FML-bench-Lite subset"),
                        ("small", "tasks' CPU-sized profile (offline, 2 cores)"), ("full", "tasks in the full profile only"),

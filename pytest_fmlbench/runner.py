@@ -21,7 +21,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from . import devices, isolation
-from .agents import Agent
+from .agentkit import Agent
 from .executor import scrubbed_env
 from .progress import LiveFile
 from .record import RunRecord, RunStore, now

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from ..editor import EditResult
-from ..record import StepRecord
-from ..session import Session
-from .base import Agent, AgentOptions
-from .prompting import extract_json, parse_reply, render_files, reply_format, tail
+from pytest_fmlbench.agentkit import Agent, AgentOptions, extract_json, parse_reply, render_files, reply_format, tail
+from pytest_fmlbench.editor import EditResult
+from pytest_fmlbench.record import StepRecord
+from pytest_fmlbench.session import Session
 
 _SEPARATOR = "\n-------------------------------\n"
 
@@ -43,6 +42,8 @@ class Review:
 
 
 class AideAgent(Agent):
+    """Tree search over whole solutions (draft, debug, improve) with an LLM review per run, after aideml."""
+
     name = "aide"
     Options = AideOptions
     uses_llm = True

@@ -7,10 +7,10 @@ import math
 
 from pydantic import Field
 
-from ..editor import WholeFile
-from ..session import Session
-from ..spec import Knob
-from .base import Agent, AgentOptions
+from pytest_fmlbench.agentkit import Agent, AgentOptions
+from pytest_fmlbench.editor import WholeFile
+from pytest_fmlbench.session import Session
+from pytest_fmlbench.spec import Knob
 
 
 class RandomSearchOptions(AgentOptions):
@@ -28,6 +28,8 @@ def sample_knob(knob: Knob, rng) -> object:
 
 
 class RandomSearchAgent(Agent):
+    """Samples the hyper-parameter knobs the task declares, uniformly (log-uniform where marked), once per step."""
+
     name = "random-search"
     Options = RandomSearchOptions
 

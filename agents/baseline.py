@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from ..session import Session
-from .base import Agent
+from pytest_fmlbench.agentkit import Agent
+from pytest_fmlbench.session import Session
 
 
 class BaselineAgent(Agent):
+    """Runs the task's baseline code once, unchanged: the reference every agent is scored against."""
+
     name = "baseline"
 
     def run(self, session: Session) -> None:

@@ -21,6 +21,8 @@ class Agent:
     ``run`` edits the editable files (``session.edit`` / ``session.set_files``) and calls
     ``session.run_step(action=...)`` once per validation run. It returns when it is done, or lets
     ``BudgetExhausted`` propagate. The harness tracks the best step and runs the final test itself.
+
+    The first line of a subclass's docstring is its one-line summary in ``fmlbench agents``.
     """
 
     name: ClassVar[str] = ""
