@@ -75,7 +75,6 @@ USE_STOLEN = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_the_true_effects_are_out_of_reach(pytester, bench, write_agent, task_copy):
     payload = (ATTACK.replace("HARNESS", repr(str(task_copy / "harness")))
                .replace("PROJECT", repr(str(pytester.path))))
@@ -95,17 +94,15 @@ def test_the_true_effects_are_out_of_reach(pytester, bench, write_agent, task_co
                 result = session.run_step("improve", edit=edit)
                 assert result.success, result.error
     """)
-    bench(f"--agent={agent}", "--sandbox", "task_suites").assert_outcomes(passed=1)
+    bench(f"--agent={agent}", "task_suites").assert_outcomes(passed=1)
     record = load_record(pytester.path, TASK)
     assert record["integrity"] == "ok" and record["valid_steps"] == 1
     logs = {log.name: log.read_text() for log in pytester.path.glob(f"reports/fmlbench/runs/{TASK}/*/logs/*.log")}
-    found = {name: [line for line in text.splitlines() if line.startswith("ATTACK FOUND")]
-             for name, text in logs.items()}
-    # the search step sees nothing: its private folder and the harness are hidden, and no other run exists
-    assert found["step_0001_val.log"] == ["ATTACK FOUND []"]
-    # the final test run finds nothing about the test split (the search phase's private folder, with the
-    # visible units' effects, is still readable beside it: it cannot help the test score)
-    assert len(found["final_test.log"]) == 1
-    assert "test_ite.npy" not in found["final_test.log"][0] and "ihdp_like.py" not in found["final_test.log"][0]
+    found = {name: lines for name, text in logs.items()
+             if (lines := [line for line in text.splitlines() if line.startswith("ATTACK FOUND")])}
+    # every run of the attacked code (the val step, the final val and the final test) finds nothing: the
+    # sandbox shows it only its workspace and out folder, never the harness, PRIVATE or other runs
+    assert sorted(found) == ["final_test.log", "final_val.log", "step_0001_val.log"], sorted(found)
+    assert all(lines == ["ATTACK FOUND []"] for lines in found.values()), found
     # an attack that had reached the truth would score ~0; a three-epoch DragonNet is far from it
     assert record["best_val"] > 0.3 and record["test_metric"] > 0.3

@@ -73,7 +73,6 @@ USE_STOLEN = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_the_hidden_test_labels_are_out_of_reach(pytester, bench, write_agent, task_copy):
     spec = load_task(task_copy / "task.yaml").spec
     payload = (ATTACK.replace("HARNESS", repr(str(task_copy / "harness")))
@@ -91,18 +90,16 @@ def test_the_hidden_test_labels_are_out_of_reach(pytester, bench, write_agent, t
                 result = session.run_step("improve", edit=edit)
                 assert result.success, result.error
     """)
-    bench(f"--agent={agent}", "--sandbox", "task_suites").assert_outcomes(passed=1)
+    bench(f"--agent={agent}", "task_suites").assert_outcomes(passed=1)
     record = load_record(pytester.path, TASK)
     assert record["integrity"] == "ok" and record["valid_steps"] == 1
     logs = {log.name: log.read_text() for log in pytester.path.glob(f"reports/fmlbench/runs/{TASK}/*/logs/*.log")}
-    found = {name: [line for line in text.splitlines() if line.startswith("ATTACK FOUND")]
-             for name, text in logs.items()}
-    # the search step sees nothing: its private folder and the harness are hidden, and no other run exists
-    assert found["step_0001_val.log"] == ["ATTACK FOUND []"]
-    # the final test run finds nothing about the test split (under today's sandbox the search phase's
-    # private copy of the visible pool is still readable beside it: the same rows as data/visible.csv)
-    assert len(found["final_test.log"]) == 1
-    assert "test.csv" not in found["final_test.log"][0] and "compas_like.py" not in found["final_test.log"][0]
+    found = {name: lines for name, text in logs.items()
+             if (lines := [line for line in text.splitlines() if line.startswith("ATTACK FOUND")])}
+    # every run of the attacked code (the val step, the final val and the final test) finds nothing: the
+    # sandbox shows it only its workspace and out folder, never the harness, PRIVATE or other runs
+    assert sorted(found) == ["final_test.log", "final_val.log", "step_0001_val.log"], sorted(found)
+    assert all(lines == ["ATTACK FOUND []"] for lines in found.values()), found
     # the honest method underneath is the baseline: the scores are exactly the baseline's
     assert record["best_val"] == pytest.approx(spec.baseline.val, abs=1e-9)
     assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)

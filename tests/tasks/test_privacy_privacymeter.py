@@ -152,7 +152,6 @@ USE_STOLEN = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_hidden_non_members_and_reference_models_are_out_of_reach(pytester, bench, write_agent, task_copy):
     spec = load_task(task_copy / "task.yaml").spec
     payload = (ATTACK.replace("HARNESS", repr(str(task_copy / "harness")))
@@ -170,18 +169,16 @@ def test_hidden_non_members_and_reference_models_are_out_of_reach(pytester, benc
                 result = session.run_step("improve", edit=edit)
                 assert result.success, result.error
     """)
-    bench(f"--agent={agent}", "--sandbox", "task_suites").assert_outcomes(passed=1)
+    bench(f"--agent={agent}", "task_suites").assert_outcomes(passed=1)
     record = load_record(pytester.path, TASK)
     assert record["integrity"] == "ok" and record["valid_steps"] == 1
     logs = {log.name: log.read_text() for log in pytester.path.glob(f"reports/fmlbench/runs/{TASK}/*/logs/*.log")}
-    found = {name: [line for line in text.splitlines() if line.startswith("ATTACK FOUND")]
-             for name, text in logs.items()}
-    # the search step sees nothing: its private folder and the harness are hidden, and no other run exists
-    assert found["step_0001_val.log"] == ["ATTACK FOUND []"]
-    # the final test run finds nothing about the test audit (under today's sandbox the search phase's
-    # private folder, with the val audit's reference signals, is still readable beside it)
-    assert len(found["final_test.log"]) == 1
-    assert "reference_test.npz" not in found["final_test.log"][0] and "noisy_digits.py" not in found["final_test.log"][0]
+    found = {name: lines for name, text in logs.items()
+             if (lines := [line for line in text.splitlines() if line.startswith("ATTACK FOUND")])}
+    # every run of the attacked code (the val step, the final val and the final test) finds nothing: the
+    # sandbox shows it only its workspace and out folder, never the harness, PRIVATE or other runs
+    assert sorted(found) == ["final_test.log", "final_val.log", "step_0001_val.log"], sorted(found)
+    assert all(lines == ["ATTACK FOUND []"] for lines in found.values()), found
     # the honest method underneath is the baseline: the audit's numbers are exactly the baseline's
     assert record["best_val"] == pytest.approx(spec.baseline.val, abs=1e-9)
     assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
