@@ -17,6 +17,8 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
+import types
+import typing
 from pathlib import Path
 from types import ModuleType
 
@@ -132,9 +134,7 @@ def parse_agent_options(cls: type[Agent], pairs: list[str]) -> AgentOptions:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             raise AgentLoadError(f"--agent-opt {pair!r}: expected name=value")
-        value = value.strip()
-        # 'none' sets an optional option (e.g. a temperature) back to 'not sent'
-        raw[name.strip()] = None if value.lower() in ("none", "null") else value
+        raw[name.strip()] = value.strip()
     known = set(cls.Options.model_fields)
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -142,8 +142,16 @@ def parse_agent_options(cls: type[Agent], pairs: list[str]) -> AgentOptions:
             f"agent {cls.name or cls.__name__} has no option {', '.join(unknown)}; "
             f"options: {', '.join(sorted(known)) or '(none)'}"
         )
+    for name, value in raw.items():
+        # 'none' sets an optional option (e.g. a temperature) back to 'not sent'
+        if value.lower() in ("none", "null") and _accepts_none(cls.Options.model_fields[name].annotation):
+            raw[name] = None
     try:
         return cls.Options.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise AgentLoadError(f"--agent-opt {err['loc'][0]}: {err['msg']}") from None
+
+
+def _accepts_none(annotation) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)

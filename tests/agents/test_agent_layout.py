@@ -44,6 +44,9 @@ def test_unknown_names_and_options_are_one_line_naming_the_valid_ones():
         parse_agent_options(load_agent_class("aide"), ["bogus=1"])
     options = parse_agent_options(load_agent_class("aide"), ["num_drafts=2", "review=false"])
     assert (options.num_drafts, options.review) == (2, False)
+    # 'none' unsets an optional option, and stays a word where the option is a string
+    options = parse_agent_options(load_agent_class("adaptive-search"), ["edit_temperature=none", "encoder=none"])
+    assert (options.edit_temperature, options.encoder) == (None, "none")
 
 
 def _python(code: str, cwd: Path, pythonpath: list[Path]) -> subprocess.CompletedProcess:
