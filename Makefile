@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) -m pytest task_suites --agent=random-search --steps=3 -n 2 -m small --junitxml=reports/demo.xml
+	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m lite --junitxml=reports/demo.xml
 
 test: setup
 	$(PY) -m pytest tests -n 2 --dist worksteal
