@@ -3,7 +3,8 @@ AI-Scientist as FML-bench ports it.
 
 Ideas: ``num_ideas`` JSON ideas (name, title, experiment, interestingness, feasibility, novelty), each
 refined over up to ``num_reflections`` rounds of one conversation ("I am done" ends them early); no
-literature search. Experiments: the ideas are taken in turn; each starts from the task's baseline code
+literature search (when no conversation gives JSON, the last reply becomes a free-form idea, where the
+port would crash). Experiments: the ideas are taken in turn; each starts from the task's baseline code
 and gets up to ``max_runs`` successful runs. Each run is one editor call (the run's instruction and the
 current files, plus the notes file the model keeps for its write-up) and one validation run. A failed
 run is retried from its failing code, with the error tail, up to ``max_retries_per_run`` attempts; when
@@ -86,6 +87,7 @@ class _Scientist:
     def run(self) -> None:
         if self.o.idea_generation == "upfront":
             self.generator.generate(self.o.num_ideas)
+            self.generator.fallback_idea()
         index = 0
         while self.s.steps_left > 0 and self.total_iter < self.o.max_iter:
             idea = self._idea(index)
@@ -95,13 +97,13 @@ class _Scientist:
             index += 1
         if not self.generator.ideas:
             raise RunStopped(f"ai-scientist-v1: none of {self.generator.attempts} idea conversation(s) "
-                             "gave an idea in JSON")
+                             "gave an idea")
 
     def _idea(self, index: int) -> Idea | None:
         if index < len(self.generator.ideas):
             return self.generator.ideas[index]
         if self.o.idea_generation == "lazy" and index < self.o.num_ideas:
-            return self.generator.next_idea()
+            return self.generator.next_idea() or (self.generator.fallback_idea() if index == 0 else None)
         return None
 
     def idea_table(self) -> list[dict]:
@@ -133,8 +135,8 @@ class _Scientist:
                     edit = EditResult(applied=False, error=error)
                 extra = {"idea": idea.summary(), "run": current_run, "attempt": attempt + 1,
                          "all_completed": said_done, "notes_updated": new_notes != notes}
-                if previous_step is None:
-                    extra["ideas"] = self.idea_table()  # what was planned, in the first step of each idea
+                if s.steps_used == 0:
+                    extra["ideas"] = self.idea_table()  # every idea generated so far, in the run's first step
                 notes = new_notes
                 action = "debug" if attempt > 0 else ("draft" if current_run == 1 else "improve")
                 result = s.run_step(action, parent=previous_step, plan=plan[:4000], edit=edit,

@@ -7,6 +7,9 @@ the same conversation, asks the model to criticise and refine it; a reply contai
 the rounds. A conversation whose reply holds no JSON object is a failed attempt; attempts are capped at
 twice the number of ideas wanted. No literature search: FML-bench forbids the novelty check (external
 knowledge). These calls cost no step.
+
+When no conversation at all gives a JSON idea (the port then crashes), ``fallback_idea`` turns the last
+reply into a free-form idea, marked ``parsed: false``, so a weak model still gets its experiments.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Idea:
     rounds: int  # replies in its conversation: the first draft plus the reflections used
     converged: bool  # the model said "I am done" before the last round
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    parsed: bool = True  # False: a free-form idea made from a reply without JSON
 
     def summary(self) -> dict[str, Any]:
         """What a step record shows of the idea."""
@@ -99,6 +103,7 @@ class IdeaGenerator:
         self.attempts = 0
         self.ideas: list[Idea] = []
         self._archive: list[str] = []  # the JSON strings the next first prompt shows
+        self._last_reply = ""  # the last reply of a conversation that gave no JSON
 
     @property
     def exhausted(self) -> bool:
@@ -133,6 +138,7 @@ class IdeaGenerator:
                     converged = True
                     break
             if idea_json is None:
+                self._last_reply = text
                 continue  # the port drops the whole conversation when any reply holds no JSON
             self._archive.append(json.dumps(idea_json))
             idea = Idea(
@@ -144,6 +150,17 @@ class IdeaGenerator:
             self.ideas.append(idea)
             return idea
         return None
+
+    def fallback_idea(self) -> Idea | None:
+        """A free-form idea from the last reply, for when no conversation gave JSON (None if none did)."""
+        text = self._last_reply.strip()
+        if self.ideas or not text:
+            return None
+        idea = Idea(index=0, name="unparsed_idea", title="Free-form idea (the model gave no idea JSON)",
+                    experiment=text[:2000], ratings={k: None for k in _RATINGS}, rounds=0, converged=False,
+                    parsed=False)
+        self.ideas.append(idea)
+        return idea
 
     def generate(self, count: int) -> list[Idea]:
         while len(self.ideas) < count and self.next_idea() is not None:

@@ -83,7 +83,8 @@ class ToyScientist:
             return Say("THOUGHT:\nLooks fine." + (" I am done" if done else " Sharpened it.")
                        + f"\n\nNEW IDEA JSON:\n```json\n{idea_json(int(k))}\n```")
         if kind in ("run1", "next_run", "fix"):
-            idea = int(re.search(r"# Idea title: Idea number (\d+)", seen.prompt).group(1))
+            shown = re.search(r"# Idea title: Idea number (\d+)", seen.prompt)
+            idea = int(shown.group(1)) if shown else 0
             n = self.edit_calls[idea]
             self.edit_calls[idea] += 1
             plan = self.plans.get(idea, [])
@@ -194,16 +195,27 @@ def test_lazy_generation_asks_for_an_idea_only_when_it_is_needed(run_v1, fake_ll
     assert run.record.agent_options["num_ideas"] == 25
 
 
-def test_failed_idea_conversations_are_dropped_and_no_idea_stops_the_run(run_v1, fake_llm):
+def test_failed_idea_conversations_are_dropped_and_a_free_form_idea_is_the_last_resort(run_v1, fake_llm):
     model = ToyScientist(bad_json={1})
     fake_llm.responder = model
     run = run_v1(steps=1, num_ideas=2, num_reflections=1, max_runs=1)
     assert [i["name"] for i in run.steps[0].extra["ideas"]] == ["idea_2", "idea_3"]
 
-    fake_llm.responder = lambda seen: Say("THOUGHT:\nnothing\n")
-    empty = run_v1(steps=2, num_ideas=2, num_reflections=1, max_runs=1)
+    # no conversation gives JSON (the port crashes): the last reply becomes a free-form idea, marked so
+    silent = ToyScientist(bad_json={1, 2, 3, 4})
+    fake_llm.responder = silent
+    free = run_v1(steps=2, num_ideas=2, num_reflections=1, max_runs=2)
+    assert free.record.status == "finished" and free.record.steps_used == 2 and silent.asked["idea"] == 4
+    idea = free.steps[0].extra["idea"]
+    assert (idea["name"], idea["parsed"]) == ("unparsed_idea", False)
+    assert idea["experiment"] == "THOUGHT:\nI cannot think of anything."
+    first_prompt = [r for r in fake_llm.completions if kind_of(r) == "run1"][-1]
+    assert "The proposed experiment: THOUGHT:\nI cannot think of anything." in last_user(first_prompt)
+
+    fake_llm.responder = lambda seen: Say("")
+    empty = run_v1(steps=2, num_ideas=1, num_reflections=1, max_runs=1)
     assert empty.record.status == "stopped" and empty.record.steps_used == 0
-    assert "none of 4 idea conversation(s)" in empty.record.stop_reason
+    assert "none of 2 idea conversation(s) gave an idea" in empty.record.stop_reason
 
 
 def test_a_reply_without_code_still_runs_and_costs_its_step(run_v1, fake_llm):
