@@ -84,7 +84,7 @@ def test_baseline_reproduces_the_declared_values(project, bench):
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_the_hidden_labels_are_out_of_reach(project, bench, write_agent):
     spec = write_agent(ATTACK_AGENT)
-    result = bench(f"--agent={spec}", "--steps=1", "--sandbox", "task_suites")
+    result = bench(f"--agent={spec}", "--steps=1", "task_suites")
     result.assert_outcomes(passed=1)
     record = load_record(project, TASK)
     # the attack changed nothing: same scores as the baseline, nothing tampered with
