@@ -27,6 +27,11 @@ def declared():
     return load_task(REPO / "task_suites" / TASK / "task.yaml").spec.baseline
 
 
+def test_the_evaluator_and_the_experiment_build_the_same_backbone():
+    task = REPO / "task_suites" / TASK
+    assert (task / "harness" / "encoder.py").read_bytes() == (task / "workspace" / "encoder.py").read_bytes()
+
+
 def test_baseline_reproduces_the_declared_values(pytester, bench):
     copy_task(pytester.path)
     bench("--agent=baseline", "--steps=1", "task_suites").assert_outcomes(passed=1)
