@@ -91,7 +91,7 @@ def test_editable_code_reaches_neither_labels_nor_the_evaluator(pytester, bench,
         f"os.environ['PROJECT'] = {str(pytester.path)!r}\n"
         f"os.environ['MARKER'] = {str(marker)!r}\n")
     agent = write_agent(ATTACK_AGENT.replace("{payload!r}", repr(ATTACK)))
-    bench(f"--agent={agent}", "--sandbox", "task_suites").assert_outcomes(passed=1)
+    bench(f"--agent={agent}", "task_suites").assert_outcomes(passed=1)
 
     record = load_record(pytester.path, TASK)
     run_dir = next((pytester.path / "reports" / "fmlbench" / "runs" / TASK).iterdir())
