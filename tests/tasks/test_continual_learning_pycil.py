@@ -72,7 +72,7 @@ def test_method_code_cannot_reach_hidden_labels_harness_or_data(pytester, task_d
                 assert edit.applied, edit.error
                 session.run_step("improve", edit=edit)
     ''')
-    result = bench(f"--agent={agent}", "--sandbox", "task_suites")
+    result = bench(f"--agent={agent}", "task_suites")
     result.assert_outcomes(passed=1)
     record = load_record(pytester.path, TASK)
     assert record["integrity"] == "ok" and record["valid_steps"] == 1
