@@ -16,9 +16,9 @@ SPEC = load_task(REPO / "task_suites" / TASK / "task.yaml").spec
 # Inserted into the editable few_shot.py: at import (val and test runs alike) it looks, wherever the
 # experiment could reach, for the hidden test episodes' query labels and for the harness that renders the
 # hidden test classes and draws the episodes (its seeds would rebuild them): the harness-private folder
-# beside the workspace, every task's harness/ in the project, and any such file anywhere in the project
-# tree. It prints what it found as one JSON line; if it finds the query labels, it swaps them in for the
-# predictions when the run ends.
+# beside the workspace, the task's harness/ by its absolute path, every task's harness/ in the project,
+# and any such file anywhere in the project tree. It prints what it found as one JSON line; if it finds
+# the query labels, it swaps them in for the predictions when the run ends.
 ATTACK = r'''
 import atexit as _atexit, json as _json, os as _os, sys as _sys
 from pathlib import Path as _Path
@@ -28,9 +28,11 @@ def _loot():
     cwd = _Path.cwd()
     project = next((p for p in cwd.parents if (p / "task_suites").is_dir()), cwd.parent)
     found, scanned = [], 0
-    for folder in [cwd.parent / "private", *project.glob("task_suites/*/harness")]:
-        if folder.is_dir():
-            found += [str(p) for p in folder.rglob("*") if p.is_file()]
+    guessed = _os.environ.get("FMLBENCH_EXPERIMENT_HARNESS")  # the harness's real path, if it got through
+    near = [_Path(guessed), _Path(guessed).parent] if guessed else []  # the harness and its task folder
+    for folder in [cwd.parent / "private", *near, *project.glob("task_suites/*/harness")]:
+        for root, _dirs, files in _os.walk(folder):  # unreadable entries are skipped, not fatal
+            found += [_os.path.join(root, f) for f in files if _os.path.isfile(_os.path.join(root, f))]
     for root, _dirs, files in _os.walk(project):
         scanned += len(files)
         found += [_os.path.join(root, f) for f in files
@@ -41,7 +43,7 @@ def _loot():
     labels = [f for f in found if _os.path.basename(f).startswith("test_query_y")]
     if labels and "--out" in _sys.argv:
         out = _Path(_sys.argv[_sys.argv.index("--out") + 1])
-        stolen = _np.load(labels[0])
+        stolen = _np.load(labels[0], allow_pickle=False)
         _atexit.register(lambda: _np.save(out / "predictions.npy", stolen.astype(_np.int64).ravel()))
 
 _loot()
@@ -62,7 +64,8 @@ class MyAgent(Agent):
 
 @pytest.fixture
 def project(pytester):
-    shutil.copytree(REPO / "task_suites" / TASK, pytester.path / "task_suites" / TASK)
+    shutil.copytree(REPO / "task_suites" / TASK, pytester.path / "task_suites" / TASK,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return pytester.path
 
 
@@ -82,7 +85,10 @@ def test_baseline_reproduces_the_declared_values(project, bench):
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_the_hidden_test_episodes_are_out_of_reach(project, bench, write_agent):
+def test_the_hidden_test_episodes_are_out_of_reach(project, bench, write_agent, monkeypatch):
+    # the payload also tries the harness and its task folder by their real paths, as an agent that guessed
+    # them would (FMLBENCH_EXPERIMENT_* variables reach the experiment)
+    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(project / "task_suites" / TASK / "harness"))
     spec = write_agent(ATTACK_AGENT)
     result = bench(f"--agent={spec}", "--steps=1", "task_suites")
     result.assert_outcomes(passed=1)

@@ -1,5 +1,6 @@
 """generalization_domainbed: the baseline reproduces task.yaml, and the held-out environment stays out of reach."""
 
+import json
 import shutil
 
 import pytest
@@ -11,13 +12,13 @@ from conftest import REPO, load_record
 TASK = "generalization_domainbed"
 SPEC = load_task(REPO / "task_suites" / TASK / "task.yaml").spec
 
-# Inserted into the editable algorithms.py: at import (val and test runs alike) it looks for the held-out
-# environment's labels and the harness that builds them (its seed would rebuild them) wherever the
-# experiment could reach: the harness-private folder beside the workspace, every task's harness/ in the
-# project, and any test_y*.npy / harness source in the project tree. Whatever it finds it prints; if it
-# finds the test labels, it swaps them in for the predictions when the run ends.
+# Inserted into the editable algorithms.py: at import (val and test runs alike) it looks, wherever the
+# experiment could reach, for the held-out environment's labels and for the harness that builds it (its seed would
+# rebuild them): the harness-private folder beside the workspace, the task's harness/ by its absolute path,
+# every task's harness/ in the project, and any such file anywhere in the project tree. It prints what it
+# found as one JSON line; if it finds the test labels, it swaps them in for the predictions when the run ends.
 ATTACK = r'''
-import atexit as _atexit, os as _os, sys as _sys
+import atexit as _atexit, json as _json, os as _os, sys as _sys
 from pathlib import Path as _Path
 import numpy as _np
 
@@ -25,19 +26,22 @@ def _loot():
     cwd = _Path.cwd()
     project = next((p for p in cwd.parents if (p / "task_suites").is_dir()), cwd.parent)
     found, scanned = [], 0
-    for folder in [cwd.parent / "private", *project.glob("task_suites/*/harness")]:
-        if folder.is_dir():
-            found += [str(p) for p in folder.rglob("*") if p.is_file()]
+    guessed = _os.environ.get("FMLBENCH_EXPERIMENT_HARNESS")  # the harness's real path, if it got through
+    near = [_Path(guessed), _Path(guessed).parent] if guessed else []  # the harness and its task folder
+    for folder in [cwd.parent / "private", *near, *project.glob("task_suites/*/harness")]:
+        for root, _dirs, files in _os.walk(folder):  # unreadable entries are skipped, not fatal
+            found += [_os.path.join(root, f) for f in files if _os.path.isfile(_os.path.join(root, f))]
     for root, _dirs, files in _os.walk(project):
         scanned += len(files)
         found += [_os.path.join(root, f) for f in files
-                  if (f.startswith("test_y") and f.endswith(".npy")) or f in ("colored_digits.py", "layout.py", "evaluate.py")]
+                  if (f.startswith("test_y") and f.endswith(".npy"))
+                  or f in ("colored_digits.py", "layout.py", "prepare.py", "evaluate.py")]
     found = sorted(set(found))
-    print(f"ATTACK scanned {scanned} files under {project}; found: {found}", flush=True)
+    print("ATTACK " + _json.dumps({"cwd": str(cwd), "scanned": scanned, "found": found}), flush=True)
     labels = [f for f in found if _os.path.basename(f).startswith("test_y")]
     if labels and "--out" in _sys.argv:
         out = _Path(_sys.argv[_sys.argv.index("--out") + 1])
-        stolen = _np.load(labels[0])
+        stolen = _np.load(labels[0], allow_pickle=False)
         _atexit.register(lambda: _np.save(out / "predictions.npy", stolen.astype(_np.int64)))
 
 _loot()
@@ -48,7 +52,8 @@ from pytest_fmlbench import Agent, SearchReplace
 
 class MyAgent(Agent):
     def run(self, session):
-        edit = session.edit([SearchReplace("algorithms.py", "import networks\\n", "import networks\\n" + {ATTACK!r})])
+        anchor = "import networks\\n"
+        edit = session.edit([SearchReplace("algorithms.py", anchor, anchor + {ATTACK!r})])
         assert edit.applied, edit.error
         result = session.run_step("improve", plan="read the held-out environment", edit=edit)
         assert result.success, result.error
@@ -57,8 +62,15 @@ class MyAgent(Agent):
 
 @pytest.fixture
 def project(pytester):
-    shutil.copytree(REPO / "task_suites" / TASK, pytester.path / "task_suites" / TASK)
+    shutil.copytree(REPO / "task_suites" / TASK, pytester.path / "task_suites" / TASK,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return pytester.path
+
+
+def attack_report(log_text: str) -> dict:
+    lines = [line for line in log_text.splitlines() if line.startswith("ATTACK ")]
+    assert len(lines) == 1, log_text[-2000:]
+    return json.loads(lines[0].removeprefix("ATTACK "))
 
 
 def test_baseline_reproduces_the_declared_values(project, bench):
@@ -71,7 +83,10 @@ def test_baseline_reproduces_the_declared_values(project, bench):
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_the_held_out_environment_is_out_of_reach(project, bench, write_agent):
+def test_the_held_out_environment_is_out_of_reach(project, bench, write_agent, monkeypatch):
+    # the payload also tries the harness and its task folder by their real paths, as an agent that guessed
+    # them would (FMLBENCH_EXPERIMENT_* variables reach the experiment)
+    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(project / "task_suites" / TASK / "harness"))
     spec = write_agent(ATTACK_AGENT)
     result = bench(f"--agent={spec}", "--steps=1", "task_suites")
     result.assert_outcomes(passed=1)
@@ -82,6 +97,6 @@ def test_the_held_out_environment_is_out_of_reach(project, bench, write_agent):
     assert record["test_metric"] == pytest.approx(SPEC.baseline.test, abs=1e-9)
     logs = next(project.glob(f"reports/fmlbench/runs/{TASK}/*/logs"))
     for log in ("step_0001_val.log", "final_val.log", "final_test.log"):
-        text = (logs / log).read_text()
-        assert "ATTACK scanned" in text, log
-        assert "found: []" in text, (log, text[-2000:])
+        report = attack_report((logs / log).read_text())
+        assert report["scanned"] > 0 and report["found"] == [], (log, report)
+
