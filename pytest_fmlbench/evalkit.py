@@ -8,8 +8,11 @@ reads this file; nothing the experiment writes is ever taken as the score.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -77,8 +80,36 @@ def harness_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text())
+MAX_UNTRUSTED_BYTES = 256 << 20
+
+
+def read_untrusted(path: Path, max_bytes: int = MAX_UNTRUSTED_BYTES) -> bytes:
+    """The bytes of a file the experiment could have written: a regular file, read within a size limit.
+
+    Links are not followed (a planted link must not make the evaluator read, and echo in an error,
+    a file the experiment itself could not see) and a FIFO cannot hang the reader.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise OSError(f"{path.name}: refused ({'a symbolic link' if path.is_symlink() else exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name}: refused (not a regular file)")
+        if info.st_size > max_bytes:
+            raise OSError(f"{path.name}: refused ({info.st_size} bytes, more than {max_bytes})")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"{path.name}: refused (more than {max_bytes} bytes)")
+    return data
+
+
+def read_json(path: Path, max_bytes: int = 16 << 20) -> Any:
+    return json.loads(read_untrusted(path, max_bytes))
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -140,7 +171,7 @@ def load_labels(path: Path, n_expected: int, n_classes: int) -> np.ndarray:
     if not path.is_file():
         fail(f"no predictions: {path} is missing")
     try:
-        pred = np.load(path, allow_pickle=False)
+        pred = np.load(io.BytesIO(read_untrusted(path)), allow_pickle=False)
     except (OSError, ValueError) as exc:
         fail(f"cannot read {path.name} as a .npy array: {str(exc).splitlines()[0]}")
     if pred.shape != (n_expected,):

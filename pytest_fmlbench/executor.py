@@ -9,14 +9,20 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from .isolation.limits import StepGroup
+
 # The original feeds back this much of stderr after a failed run.
 ERROR_TAIL_CHARS = 1500
+LOG_HEAD_BYTES = 64_000
 LOG_KEEP_BYTES = 256_000
 _KILL_GRACE_S = 3.0
+_POLL_S = 0.05
 
 _SECRET_NAME = re.compile(
     r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY|AUTH)", re.IGNORECASE
@@ -46,56 +52,142 @@ class CommandResult:
     timed_out: bool
     duration_s: float
     output_tail: str
+    # the resource limit that ended the command ("out of memory", "too many processes"), if one did
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and self.limit is None
 
     def describe_failure(self, what: str, timeout_s: float) -> str:
-        if self.timed_out:
+        if self.limit:
+            head = f"{what} failed: {self.limit} (the step's limit was reached; its processes were killed)"
+        elif self.timed_out:
             head = f"{what} timed out after {timeout_s:g} s (process group killed)"
         else:
             head = f"{what} exited with code {self.returncode}"
         return f"{head}\n{self.output_tail}".strip()
 
 
-def format_command(template: str, values: dict[str, str | Path]) -> list[str]:
+def format_command(template: str, values: dict[str, str | Path], python: list[str] | None = None) -> list[str]:
+    """Split a task command template, each placeholder one argument; ``python`` replaces ``{python}``."""
     quoted = {name: shlex.quote(str(value)) for name, value in values.items()}
-    quoted.setdefault("python", shlex.quote(sys.executable))
+    quoted.setdefault("python", shlex.join(python or [sys.executable]))
     return shlex.split(template.format(**quoted))
 
 
-def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path) -> CommandResult:
+def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
+                group: StepGroup | None = None, shown: str | None = None) -> CommandResult:
+    """Run ``argv`` to completion, its output kept in ``log_path`` within a fixed size.
+
+    ``group`` (a step's resource limits) is joined by the child before exec; a limit it reports as
+    reached ends the command at once.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     timed_out = False
-    with open(log_path, "wb") as log:
-        log.write(f"$ {shlex.join(argv)}\n".encode())
-        log.flush()
-        try:
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_harness,
-            )
-        except OSError as exc:
-            log.write(f"could not start: {exc}\n".encode())
-            return CommandResult(None, False, 0.0, f"could not start {argv[0]}: {exc}")
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+    limit = None
+    sink = _CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
+
+    def before_exec() -> None:
+        _die_with_harness()
+        if group is not None:
+            group.enter()
+
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=before_exec,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        sink.feed(f"could not start: {exc}\n".encode())
+        sink.close()
+        if group is not None:
+            group.close()
+        return CommandResult(None, False, 0.0, f"could not start {argv[0]}: {exc}")
+    reader = threading.Thread(target=sink.drain, args=(proc.stdout,), daemon=True)
+    reader.start()
+    deadline = start + timeout_s
+    try:
+        while True:
+            try:
+                proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if group is not None and (limit := group.tripped()):
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+        if timed_out:
             _kill_group(proc.pid, signal.SIGTERM)
+            if group is not None:
+                group.kill_all(signal.SIGTERM)
             try:
                 proc.wait(timeout=_KILL_GRACE_S)
             except subprocess.TimeoutExpired:
                 pass
-        finally:
-            # the command's own children (data loaders, stray background jobs) die with it
-            _kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
+    finally:
+        # the command's own children (data loaders, detached jobs) die with it
+        _kill_group(proc.pid, signal.SIGKILL)
+        if group is not None:
+            group.kill_all(signal.SIGKILL)
+        proc.wait()
+        if group is not None:
+            limit = limit or group.tripped()
+            group.close()
+        reader.join(timeout=5.0)
+        sink.close()
     duration = time.monotonic() - start
-    _trim_log(log_path)
-    return CommandResult(proc.returncode, timed_out, duration, _tail(log_path, ERROR_TAIL_CHARS))
+    return CommandResult(proc.returncode, timed_out, duration, _tail(log_path, ERROR_TAIL_CHARS), limit)
+
+
+class _CappedLog:
+    """A command's output on disk: its first LOG_HEAD_BYTES, then only the last LOG_KEEP_BYTES.
+
+    A chatty or hostile experiment can neither fill the disk nor the harness's memory.
+    """
+
+    def __init__(self, path: Path, first_line: bytes):
+        self.path = path
+        self.fh = open(path, "wb")
+        self.fh.write(first_line)
+        self.written = len(first_line)
+        self.tail: deque[bytes] = deque()
+        self.tail_bytes = 0
+        self.cut = 0
+        self.lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            room = max(0, LOG_HEAD_BYTES - self.written)
+            if room:
+                self.fh.write(chunk[:room])
+                self.written += min(room, len(chunk))
+                chunk = chunk[room:]
+            if chunk:
+                self.tail.append(chunk)
+                self.tail_bytes += len(chunk)
+                while self.tail_bytes - len(self.tail[0]) >= LOG_KEEP_BYTES:
+                    dropped = self.tail.popleft()
+                    self.tail_bytes -= len(dropped)
+                    self.cut += len(dropped)
+
+    def drain(self, stream) -> None:
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):
+            self.feed(chunk)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fh.closed:
+                return
+            tail = b"".join(self.tail)
+            excess = max(0, len(tail) - LOG_KEEP_BYTES)
+            if self.cut or excess:
+                self.fh.write(f"\n[... {self.cut + excess} bytes cut ...]\n".encode())
+            self.fh.write(tail[excess:])
+            self.fh.close()
 
 
 def _die_with_harness() -> None:
@@ -120,15 +212,3 @@ def _tail(path: Path, chars: int) -> str:
         fh.seek(max(0, size - chars * 4))
         text = fh.read().decode(errors="replace")
     return text[-chars:]
-
-
-def _trim_log(path: Path) -> None:
-    """Keep the head line and the last LOG_KEEP_BYTES: a chatty experiment must not fill the disk."""
-    size = path.stat().st_size
-    if size <= LOG_KEEP_BYTES:
-        return
-    with open(path, "rb") as fh:
-        head = fh.readline()
-        fh.seek(size - LOG_KEEP_BYTES)
-        tail = fh.read()
-    path.write_bytes(head + f"[... {size - LOG_KEEP_BYTES - len(head)} bytes cut ...]\n".encode() + tail)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from . import sandbox
-from .agents import AgentLoadError, load_agent_class, parse_agent_options
+from .agentkit import AgentLoadError, builtin_names, load_agent_class, parse_agent_options
 from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
 
@@ -22,8 +21,10 @@ DEFAULT_OUT = "reports/fmlbench"
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("fmlbench", "FML-bench: ML research agents as tests")
-    group.addoption("--agent", metavar="NAME", help="research agent: a built-in name (baseline, random-search, aide), "
+    group.addoption("--agent", metavar="NAME", help=f"research agent: a built-in name ({', '.join(builtin_names())}), "
                     "package.module:Class, or path/to/file.py:Class. Without it, benchmark items are skipped.")
+    group.addoption("--fmlbench-agents", action="store_true",
+                    help="list the built-in agents (what each does, its options, whether it needs an LLM) and exit")
     group.addoption("--agent-opt", action="append", default=[], metavar="NAME=VALUE",
                     help="an agent option (repeatable), validated against the agent's declared options")
     group.addoption("--model", metavar="MODEL", help="LLM the agent uses (agents that need one)")
@@ -51,9 +52,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--fmlbench-out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"where run records and reports go (default {DEFAULT_OUT}, relative to the current directory)")
     group.addoption("--fresh", action="store_true", help="recompute runs instead of reusing recorded ones")
-    group.addoption("--sandbox", action="store_true",
-                    help="run experiments under bubblewrap: task files and protected files read-only, "
-                    "harness-private data hidden, no network (needs bwrap)")
+    group.addoption("--no-sandbox", action="store_true",
+                    help="run experiments WITHOUT the bubblewrap sandbox (by default each experiment sees only "
+                    "its workspace, {out} and the interpreter, with no network, no secrets and its own "
+                    "process namespace); such runs are marked 'unsandboxed' in records, JUnit and tables")
 
 
 @dataclass(frozen=True)
@@ -84,15 +86,13 @@ class BenchConfig:
             llm_settings, endpoint = _llm_setup(config)
             model, provider = endpoint.model, endpoint.provider.name
             llm_factory = make_llm_factory(llm_settings)
-        if config.getoption("sandbox") and not sandbox.available():
-            raise pytest.UsageError(f"--sandbox needs bubblewrap (bwrap) on PATH: {sandbox.INSTALL_HINT}")
         out = Path(config.getoption("fmlbench_out"))
         if not out.is_absolute():
             out = Path(config.invocation_params.dir) / out
         settings = RunSettings(
             agent_cls=agent_cls, agent_name=agent_cls.name or agent_cls.__name__, agent_options=options,
             out_dir=out, steps=steps, model=model, provider=provider,
-            fresh=config.getoption("fresh"), sandboxed=config.getoption("sandbox"), llm_factory=llm_factory,
+            fresh=config.getoption("fresh"), sandboxed=not config.getoption("no_sandbox"), llm_factory=llm_factory,
             log=log.info,
             budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
         )

@@ -6,13 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from . import devices
+from . import devices, junit, schedule
+from .progress import LiveDisplay
 from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if config.getoption("fmlbench_agents"):
+        from .agentkit.catalog import catalog, render
+
+        print(render(catalog()), end="")
+        return 0
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,6 +43,22 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
     return collect_task_directory(path, parent)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    bench = config.stash.get(BENCH_KEY, None)
+    if bench is not None:
+        schedule.longest_first(items, bench.settings.steps, bench.settings.out_dir)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # items of very different lengths: work stealing keeps every worker busy (unless the user chose)
+    if config.stash.get(BENCH_KEY, None) is None or schedule.user_chose_dist(config):
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if config.stash.get(BENCH_KEY, None) is None:
@@ -47,7 +74,34 @@ class ResultsCollector:
         self.bench = bench
         self.runs: dict[str, tuple[Path, bool]] = {}
         self.resumed: dict[str, int] = {}
+        self.moved_to_suite = False
+        self.live: LiveDisplay | None = None
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # -q keeps it quiet; --collect-only runs nothing
+        if self.config.get_verbosity() < 0 or self.config.getoption("collectonly"):
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        lock = __import__("threading").Lock()
+
+        def write_line(line: str) -> None:
+            with lock:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+                reporter.flush()
+
+        self.live = LiveDisplay(self.bench.settings.out_dir, write_line, tty=reporter.isatty())
+        self.live.start()
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    # before junitxml's own hook, which writes a report's properties into its testcase
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         run_dir = props.get(RUN_DIR_PROPERTY)
@@ -55,6 +109,7 @@ class ResultsCollector:
             self.runs[report.nodeid] = (Path(run_dir), props.get(REUSED_PROPERTY) == "true")
             if props.get(RESUMED_PROPERTY):
                 self.resumed[report.nodeid] = int(props[RESUMED_PROPERTY])
+            self.moved_to_suite |= junit.move_to_suite(self.config, report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.runs:
@@ -77,3 +132,5 @@ class ResultsCollector:
         terminalreporter.write_line(
             f"tables written to {report_dir}/ ; run records under {self.bench.settings.out_dir / 'runs'}/"
         )
+        if self.moved_to_suite:
+            terminalreporter.write_line(junit.NOTE.format(family=junit.junit_family(self.config)))

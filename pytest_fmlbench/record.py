@@ -78,6 +78,8 @@ class StepRecord(BaseModel):
     snapshot: str
     snapshot_sha256: str
     is_best: bool = False
+    # attempts the sandbox refused during this step, as the experiment's output reported them
+    blocked: list[str] = []
     extra: dict[str, Any] = {}
 
     @property
@@ -110,6 +112,8 @@ class RunRecord(BaseModel):
     # the task's scoring contract, copied so a record can be rescored without the task folder
     metric_key: str
     direction: Literal["higher", "lower"]
+    # the scale the metric is scored on (e.g. forget quality as -log10); "none" for older records
+    metric_transform: Literal["none", "neg_log10"] = "none"
     baseline_val: float
     baseline_test: float
     norm_best: float
@@ -119,12 +123,16 @@ class RunRecord(BaseModel):
     best_step: int | None = None
     best_val: float | None = None
     final_val: float | None = None
+    # the best code's validation re-run before the test failed (the test is run all the same)
+    final_val_error: str | None = None
     test_metric: float | None = None
     test_metrics: dict[str, float] = {}
     test_constraints: list[ConstraintOutcome] = []
     constraint_violated: bool = False
     test_error: str | None = None
     test_on_baseline: bool = False
+    # the editable files as the run started, for the exploration metrics (None in older records)
+    baseline_snapshot: str | None = None
     integrity: Literal["ok", "violated"] = "ok"
     integrity_violations: list[str] = []
     usage: Usage = Usage()
@@ -184,6 +192,12 @@ class RunStore:
         name = f"step_{step:04d}.json"
         _atomic_write(self.snapshots / name, json.dumps(files, indent=1, sort_keys=True))
         return f"snapshots/{name}", files_sha256(files)
+
+    def write_named_snapshot(self, name: str, files: dict[str, str]) -> str:
+        """``snapshots/<name>.json`` (e.g. the baseline's files); returns its name relative to the run."""
+        self.snapshots.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.snapshots / f"{name}.json", json.dumps(files, indent=1, sort_keys=True))
+        return f"snapshots/{name}.json"
 
     def read_snapshot(self, name: str) -> dict[str, str]:
         return json.loads((self.dir / name).read_text())

@@ -1,31 +1,57 @@
-"""The three tables (terminal, via rich) and their CSV twins, from run records."""
+"""The tables (terminal, via rich) and their CSV twins, from run records or original results folders.
+
+One agent (one agent/model pair): the original's three tables, one row per task, plus AUP against the
+baseline. Several: one table per metric group with the agents as columns (the paper's layout), then
+AUP and the notes. Every exploration table and CSV names the encoder the metrics came from.
+"""
 
 from __future__ import annotations
 
 import io
 import math
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .record import RunRecord, RunStore, StepRecord
-from .scoring import EXPLORATION, PROCESS_COLUMNS, Scores
+from .record import RunStore
+from .scoring.aggregate import AUTO, Scores
+from .scoring.aup import BASELINE, aup_table, solver_name
+from .scoring.metrics import EXPLORATION, PROCESS_COLUMNS
 
-_PROCESS_HEADERS = {
+HEADERS = {
     "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
     "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "auc_steps": "AUC",
     "first_improvement_step": "1st impr.", "late_gain_fraction": "Late gain", "best_improvement_step": "Best step",
-    "tokens_m": "Tokens (M)", "wall_clock_h": "Hours", "cost_usd": "Cost ($)",
+    "tokens_m": "Tok. (M)", "wall_clock_h": "Hours", "cost_usd": "Cost $",
+}
+# the original's CSV column names, so our CSVs line up with compute_agent_metrics.py's
+ORIGINAL_NAMES = {
+    "spread": "Exploration Spread", "uniqueness": "Exploration Uniqueness", "reach": "Exploration Reach",
+    "effective_dim": "Effective dim", "val_test_gap": "Val-test |gap|", "valid_step_ratio": "Valid step ratio",
+    "auc_steps": "AUC-over-steps", "first_improvement_step": "First-improvement step",
+    "late_gain_fraction": "Late-gain fraction", "best_improvement_step": "Best-improvement step",
+    "tokens_m": "Token cost (M)", "wall_clock_h": "Wall-clock time (h)", "cost_usd": "Cost (USD)",
+    "ni": "Normalized Improvement", "raw_test": "raw_test",
+}
+GROUPS = {
+    "Exploration": EXPLORATION,
+    "Generalization": ("val_test_gap",),
+    "Reliability": ("valid_step_ratio",),
+    "Efficiency": ("auc_steps", "first_improvement_step", "late_gain_fraction", "best_improvement_step"),
+    "Cost": ("tokens_m", "wall_clock_h", "cost_usd"),
 }
 
 
-def load_runs(run_dirs: list[Path]) -> list[tuple[RunRecord, list[StepRecord]]]:
+def load_runs(run_dirs: list[Path]) -> list[tuple]:
+    """(record, steps, run_dir) for every run directory holding a record."""
     runs = []
     for run_dir in run_dirs:
         store = RunStore(Path(run_dir))
         if store.exists():
-            runs.append((store.load(), store.load_steps()))
+            runs.append((store.load(), store.load_steps(), Path(run_dir)))
     return runs
 
 
@@ -33,16 +59,43 @@ def find_run_dirs(root: Path) -> list[Path]:
     return sorted(p.parent for p in Path(root).rglob("record.json"))
 
 
-def _fmt(value: float, sem: float = math.nan, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def as_scores(runs: Scores | list, encoder: Any = AUTO) -> Scores:
+    return runs if isinstance(runs, Scores) else Scores.from_runs(runs, encoder=encoder)
+
+
+# -- cells ---------------------------------------------------------------------------------------
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value: float, sem: float = math.nan, digits: int = 4) -> str:
+    if _missing(value):
         return "n/a"
     text = f"{value:.{digits}g}"
-    if not math.isnan(sem):
+    if not _missing(sem):
         text += f" ± {sem:.2g}"
     return text
 
 
-def build_tables(scores: Scores, title: str) -> list[Table]:
+def process_cell(col: str, value: float, sem: float = math.nan) -> str:
+    if col == "cost_usd" and _missing(value):
+        return "unknown"
+    return fmt(value, sem, digits=3)
+
+
+def _arrow(direction: str) -> str:
+    return "↑" if direction == "higher" else "↓"
+
+
+def _console(width: int) -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, width=width, force_terminal=False, color_system=None), buffer
+
+
+# -- one agent -----------------------------------------------------------------------------------
+
+def agent_tables(scores: Scores, title: str) -> list:
     tasks = scores.per_task()
     summary = scores.summary()
 
@@ -50,64 +103,181 @@ def build_tables(scores: Scores, title: str) -> list[Table]:
     for col in ("Task", "Metric", "Dir", "Baseline test", "Agent test", "Seeds", "Note"):
         raw.add_column(col, overflow="fold")
     for task, row in tasks.iterrows():
-        raw.add_row(task, row["metric"], "↑" if row["direction"] == "higher" else "↓",
-                    _fmt(row["baseline_test"]), _fmt(row["test_metric"], row["test_metric_sem"]),
-                    str(row["seeds"]), row["note"])
+        metric = row["metric"] + (" (-log10)" if row["transform"] == "neg_log10" else "")
+        raw.add_row(task, metric, _arrow(row["direction"]), fmt(row["baseline_test"]),
+                    fmt(row["raw_test"], row["raw_test_sem"]), str(row["seeds"]), row["note"])
 
     norm = Table(title=f"Normalized Improvement — {title}", title_justify="left")
-    for col in ("Task", "NI (test)", "Note"):
+    for col in ("Task", "NI (test)", "NI (best val)", "Note"):
         norm.add_column(col, overflow="fold")
     for task, row in tasks.iterrows():
-        norm.add_row(task, _fmt(row["ni"], row["ni_sem"]), row["note"])
+        norm.add_row(task, fmt(row["ni"], row["ni_sem"]), fmt(row["ni_val"], row["ni_val_sem"]), row["note"])
     norm.add_section()
-    norm.add_row("Mean", _fmt(summary["ni"]), "plain mean over tasks, NaN skipped")
+    norm.add_row("Mean", fmt(summary["ni"]), fmt(summary["ni_val"]), "plain mean over tasks, NaN skipped")
 
-    proc = Table(title=f"Process-Level metrics — {title}", title_justify="left",
-                 caption="Exploration metrics (Spread, Uniq., Reach, Eff.dim) are pending: code embeddings "
-                 "are not computed yet.")
+    proc = Table(title=f"Process-Level metrics — {title}", title_justify="left")
     proc.add_column("Task", no_wrap=True)
     for col in PROCESS_COLUMNS:
-        proc.add_column(_PROCESS_HEADERS[col], justify="right", no_wrap=True)
+        proc.add_column(HEADERS[col], justify="right", no_wrap=True)
     for task, row in tasks.iterrows():
-        proc.add_row(task, *[_process_cell(col, row[col]) for col in PROCESS_COLUMNS])
+        proc.add_row(task, *[process_cell(col, row[col]) for col in PROCESS_COLUMNS])
     proc.add_section()
-    proc.add_row("Mean", *[_process_cell(col, summary[col]) for col in PROCESS_COLUMNS])
-    return [raw, norm, proc]
+    proc.add_row("Mean", *[process_cell(col, summary[col]) for col in PROCESS_COLUMNS])
+    return [raw, norm, proc, f"Exploration metrics (Spread, Uniq., Reach, Eff.dim): encoder: {scores.encoder}"]
 
 
-def _process_cell(col: str, value: float) -> str:
-    if col in EXPLORATION:
-        return "pending"
-    if col == "cost_usd" and math.isnan(value):
-        return "unknown"
-    return _fmt(value, digits=3)
+# -- several agents side by side -----------------------------------------------------------------
+
+def side_by_side(scores: Scores) -> list:
+    groups = [(solver_name(*key), group) for key, group in scores.groups()]
+    per_task = {name: group.per_task() for name, group in groups}
+    summaries = {name: group.summary() for name, group in groups}
+    tasks = sorted(scores.runs["task"].unique())
+    first = scores.runs.groupby("task").first()
+
+    raw = Table(title="Raw Performance (test; mean ± SEM over seeds)", title_justify="left")
+    raw.add_column("Task", no_wrap=True)
+    raw.add_column("Dir")
+    raw.add_column("Baseline", justify="right")
+    for name, _ in groups:
+        raw.add_column(name, justify="right")
+    for task in tasks:
+        cells = [_cell(per_task[name], task, "raw_test") for name, _ in groups]
+        raw.add_row(task, _arrow(first.loc[task, "direction"]), fmt(first.loc[task, "baseline_test"]), *cells)
+
+    norm = Table(title="Normalized Improvement (test)", title_justify="left")
+    norm.add_column("Task", no_wrap=True)
+    for name, _ in groups:
+        norm.add_column(name, justify="right")
+    for task in tasks:
+        norm.add_row(task, *[_cell(per_task[name], task, "ni") for name, _ in groups])
+    norm.add_section()
+    norm.add_row("Mean", *[fmt(summaries[name]["ni"]) for name, _ in groups])
+    tables = [raw, norm]
+
+    for group, columns in GROUPS.items():
+        table = Table(title=group, title_justify="left")
+        if len(columns) == 1:
+            # a one-metric group is shown per task, as the val-test gap per task is read
+            col = columns[0]
+            table.title = f"{group}: {HEADERS[col]}"
+            table.add_column("Task", no_wrap=True)
+            for name, _ in groups:
+                table.add_column(name, justify="right")
+            for task in tasks:
+                table.add_row(task, *[_cell(per_task[name], task, col, process=True) for name, _ in groups])
+            table.add_section()
+            table.add_row("Mean", *[process_cell(col, summaries[name][col]) for name, _ in groups])
+        else:
+            table.add_column("Metric (mean over tasks)", no_wrap=True)
+            for name, _ in groups:
+                table.add_column(name, justify="right")
+            for col in columns:
+                table.add_row(HEADERS[col], *[process_cell(col, summaries[name][col]) for name, _ in groups])
+        tables.append(table)
+        if group == "Exploration":
+            tables.append(f"Exploration metrics: encoder: {scores.encoder}")
+
+    notes = Table(title="Notes (runs not scored as plain 'ok')", title_justify="left")
+    for col in ("Agent", "Task", "Note"):
+        notes.add_column(col, overflow="fold")
+    for name, _ in groups:
+        for task, row in per_task[name].iterrows():
+            if row["note"] != "ok":
+                notes.add_row(name, task, row["note"])
+    if notes.row_count:
+        tables.append(notes)
+    return tables
 
 
-def render(runs: list[tuple[RunRecord, list[StepRecord]]], width: int = 160) -> str:
-    scores = Scores.from_runs(runs)
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
-    for (agent, model), group in scores.groups():
-        for table in build_tables(group, f"{agent} / {model}"):
-            console.print(table)
+def _cell(tasks: pd.DataFrame, task: str, col: str, process: bool = False) -> str:
+    if task not in tasks.index:
+        return "-"
+    row = tasks.loc[task]
+    return process_cell(col, row[col], row[f"{col}_sem"]) if process else fmt(row[col], row[f"{col}_sem"])
+
+
+def aup_rich(scores: Scores) -> list:
+    table = aup_table(scores)
+    seeds = int(scores.runs.groupby(["agent", "model", "task"]).size().max())
+    out = Table(title="AUP (MLGym performance profiles)", title_justify="left")
+    out.add_column("Profile", no_wrap=True)
+    for solver in table.index:
+        out.add_column(solver, justify="right")
+    out.add_row("Best attempt (val)", *[fmt(v) for v in table["aup_best_attempt"]])
+    out.add_row("Final (test)", *[fmt(v) for v in table["aup_final"]])
+    about = (f"AUP over {table['tasks'].iloc[0]} task(s), the baseline as a solver, each solver's best of "
+             f"{seeds} seed(s); tau from 0 to {table['tau_max'].iloc[0]:.1f}")
+    return [out, about]
+
+
+def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:
+    scores = as_scores(runs, encoder)
+    if scores.runs.empty:
+        return ""
+    console, buffer = _console(width)
+    groups = scores.groups()
+    if len(groups) == 1:
+        (agent, model), group = groups[0]
+        items = agent_tables(group, f"{agent} / {model}")
+    else:
+        items = side_by_side(scores)
+    for item in [*items, *aup_rich(scores)]:
+        console.print(item)
     return buffer.getvalue()
 
 
-def write_csvs(runs: list[tuple[RunRecord, list[StepRecord]]], out_dir: Path) -> list[Path]:
-    """raw_performance.csv, normalized_improvement.csv, process_metrics.csv per (agent, model)."""
+# -- CSV -----------------------------------------------------------------------------------------
+
+def _with_mean(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    mean = {col: frame[col].mean(skipna=True) if pd.api.types.is_numeric_dtype(frame[col]) else "" for col in columns}
+    return pd.concat([frame[columns], pd.DataFrame([mean], index=pd.Index(["MEAN"], name=frame.index.name))])
+
+
+def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[Path]:
+    """Per (agent, model) folder: raw_performance.csv, normalized_improvement.csv, process_metrics.csv (one
+    row per task and a MEAN row, the original's column names) and runs.csv (one row per seed); beside them
+    the side-by-side comparison, aup.csv and every run in runs.csv. Every file names the encoder."""
+    scores = as_scores(runs, encoder)
+    out_dir = Path(out_dir)
     written = []
-    for (agent, model), group in Scores.from_runs(runs).groups():
-        folder = Path(out_dir) / f"{agent}__{model}".replace("/", "-")
-        folder.mkdir(parents=True, exist_ok=True)
+
+    def save(frame: pd.DataFrame, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path)
+        written.append(path)
+
+    for (agent, model), group in scores.groups():
+        folder = out_dir / f"{agent}__{model}".replace("/", "-")
         tasks = group.per_task()
-        files = {
-            "raw_performance.csv": tasks[["metric", "direction", "baseline_test", "test_metric", "test_metric_sem",
-                                          "seeds", "note"]],
-            "normalized_improvement.csv": tasks[["ni", "ni_sem", "note"]],
-            "process_metrics.csv": tasks[list(PROCESS_COLUMNS)],
-            "runs.csv": group.runs,
-        }
-        for name, frame in files.items():
-            frame.to_csv(folder / name)
-            written.append(folder / name)
+        raw = _with_mean(tasks, ["metric", "direction", "transform", "baseline_test", "raw_test", "raw_test_sem",
+                                 "seeds", "note", "encoder"])
+        raw.loc["MEAN", "note"] = "mixed units across tasks - not comparable; use Normalized Improvement"
+        save(raw, folder / "raw_performance.csv")
+        save(_with_mean(tasks, ["ni", "ni_sem", "ni_val", "seeds", "note", "encoder"])
+             .rename(columns={"ni": ORIGINAL_NAMES["ni"], "ni_sem": "NI SEM", "ni_val": "NI (best val)"}),
+             folder / "normalized_improvement.csv")
+        sems = [f"{c}_sem" for c in PROCESS_COLUMNS]
+        process = _with_mean(tasks, [*PROCESS_COLUMNS, *sems, "seeds", "encoder"])
+        process.loc["MEAN", "encoder"] = scores.encoder
+        save(process.rename(columns={**ORIGINAL_NAMES, **{f"{c}_sem": f"{ORIGINAL_NAMES[c]} SEM" for c in PROCESS_COLUMNS}}),
+             folder / "process_metrics.csv")
+        save(group.runs.set_index(["task", "seed"]), folder / "runs.csv")
+
+    if not scores.runs.empty:
+        names = {key: solver_name(*key) for key, _ in scores.groups()}
+        frame = scores.runs.assign(solver=[names[(a, m)] for a, m in zip(scores.runs["agent"], scores.runs["model"])])
+        per_task = frame.groupby(["task", "solver"])[["ni", *PROCESS_COLUMNS]].mean()
+        ni = per_task["ni"].unstack("solver")
+        save(pd.concat([ni, ni.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_normalized_improvement.csv")
+        gap = per_task["val_test_gap"].unstack("solver")
+        save(pd.concat([gap, gap.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_val_test_gap.csv")
+        summary = pd.DataFrame({names[key]: group.summary() for key, group in scores.groups()})
+        summary = summary.loc[["ni", *PROCESS_COLUMNS]].rename(index=ORIGINAL_NAMES).astype(object)
+        summary.loc["encoder"] = scores.encoder
+        save(summary, out_dir / "comparison_process_metrics.csv")
+        aup = aup_table(scores)
+        aup.loc[BASELINE, "note"] = "the baseline code as a solver"
+        save(aup, out_dir / "aup.csv")
+        save(scores.runs.set_index(["agent", "model", "task", "seed"]), out_dir / "runs.csv")
     return written

@@ -20,9 +20,10 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from . import devices
-from .agents import Agent
+from . import devices, isolation
+from .agentkit import Agent
 from .executor import scrubbed_env
+from .progress import LiveFile
 from .record import RunRecord, RunStore, now
 from .session import BudgetExhausted, RunStopped, Session
 from .spec import Task
@@ -50,7 +51,7 @@ class RunSettings:
     model: str | None = None
     provider: str | None = None
     fresh: bool = False
-    sandboxed: bool = False
+    sandboxed: bool = True
     budget: dict[str, float | None] = field(default_factory=dict)
     # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
     llm_factory: Callable[[RunRecord, Path], Any] | None = None
@@ -61,7 +62,12 @@ class RunSettings:
             "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint,
             "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
             "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
+            "sandbox": self.sandbox_label,
         }
+
+    @property
+    def sandbox_label(self) -> str:
+        return isolation.SANDBOXED if self.sandboxed else isolation.UNSANDBOXED
 
 
 @dataclass
@@ -83,6 +89,12 @@ def run_dir_for(settings: RunSettings, task: Task, seed: int) -> tuple[str, Path
 
 
 def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
+    if settings.sandboxed:
+        try:
+            isolation.check_available()
+        except isolation.SandboxUnavailable as exc:
+            # before any record is written: nothing of an earlier run is touched
+            raise RunError(f"{task.id}: {exc}") from None
     run_id, run_dir = run_dir_for(settings, task, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / ".lock")
@@ -117,10 +129,11 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         domain=spec.domain, agent=settings.agent_name,
         agent_options=settings.agent_options.model_dump(mode="json"), model=settings.model,
         provider=settings.provider, seed=seed, steps_budget=settings.steps, metric_key=spec.metric.key,
-        direction=spec.metric.direction, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
+        direction=spec.metric.direction, metric_transform=spec.metric.transform, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
+        sandbox=settings.sandbox_label,
     )
     store.save(record)
     if prior_steps:
@@ -129,6 +142,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     env = scrubbed_env(devices.experiment_env(spec.resources.gpus))
 
     def finish(status: str, **fields: Any) -> RunOutcome:
+        live.close()
         for name, value in fields.items():
             setattr(record, name, value)
         record.status = status
@@ -137,11 +151,15 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         store.save(record)
         return RunOutcome(record, store)
 
+    live = LiveFile(settings.out_dir, run_id, f"{task.id}[seed{seed}]", settings.steps, spec.baseline.val,
+                    spec.metric.direction, spec.normalization.scale(spec.baseline.val))
+    live.update(action="preparing")
     try:
         search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed)
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
-        session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log)
+        session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log,
+                          progress=live.update)
         agent = settings.agent_cls(settings.agent_options)
         stop_reason = None
         try:
@@ -154,6 +172,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")
+        live.update(action="final test")
         _final_test(task, session, store, record, env, manifest, settings.sandboxed)
     except IntegrityViolation as exc:
         return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,
@@ -172,7 +191,14 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
 
 def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
                 sandboxed: bool) -> None:
-    """Fresh workspace, best-val code restored, validation re-run, test run once."""
+    """Fresh workspace, best-val code restored, validation re-run, test run once (the original's protocol).
+
+    The validation re-run only regenerates what the test needs: when it fails, the test is run all the
+    same and the failure is kept in ``final_val_error``. With no successful step the baseline code is
+    tested; the scorer then credits the declared baseline values, as the original does.
+    """
+    # the code the run started from, kept beside the steps' snapshots for the exploration metrics
+    record.baseline_snapshot = store.write_named_snapshot("baseline", session.baseline_files)
     best = session.best
     if best is None:
         files = session.baseline_files
@@ -189,11 +215,9 @@ def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord
         record.test_error = f"could not restore the best code: {restored.error}"
         return
     val = final.run_split("val", "final", manifest=final_manifest)
-    # the re-run regenerates what the test needs; a val-only constraint does not block the test
     record.final_val = val.metric
     if val.metric is None:
-        record.test_error = f"validation re-run of the best code failed: {val.error[-500:]}"
-        return
+        record.final_val_error = f"validation re-run of the best code failed: {val.error[-500:]}"
     test = final.run_split("test", "final", manifest=final_manifest)
     if not test.success:
         record.test_error = f"test run failed: {test.error[-500:]}"

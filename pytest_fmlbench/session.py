@@ -49,6 +49,7 @@ class Session:
         prior_steps: list[StepRecord] = (),
         llm: Any = None,
         log: Callable[[str], None] = lambda msg: None,
+        progress: Callable[..., None] = lambda **fields: None,
     ):
         self.task = spec
         self._workspace = workspace
@@ -61,6 +62,8 @@ class Session:
         if llm is not None and callable(getattr(llm, "bind_usage", None)):
             llm.bind_usage(self.add_usage)
         self.log = log
+        # live progress for the controller's display (see progress.py); never part of the record
+        self._progress = progress
         self.journal = Journal(spec.metric.direction)
         self.rng = random.Random(f"{record.seed}:{record.task}:{record.agent}")
         self.baseline_files = workspace.editor.read()
@@ -145,8 +148,10 @@ class Session:
             self.replayed_steps += 1
             self._pending_usage = Usage()
             self._refresh_record()
+            self._report_progress(replay)
             return self._result(replay, replayed=True)
 
+        self._progress(step=number, action=action)
         started = now()
         outcome = self._workspace.run_split("val", f"step_{number:04d}", manifest=self._manifest)
         snapshot, sha = self._store.write_snapshot(number, files)
@@ -158,6 +163,7 @@ class Session:
             metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error,
             analysis=analysis, duration_s=outcome.duration_s, started_at=started,
             usage=self._pending_usage, snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
+            blocked=outcome.blocked,
         )
         node.is_best = node.success and node.metric is not None and (
             best_before is None or self.journal.better(node.metric, best_before.metric)
@@ -166,11 +172,20 @@ class Session:
         self.journal.add(node)
         self._store.append_step(node)
         self._refresh_record()
+        self._report_progress(node)
         verdict = f"{node.metric:.6g}" if node.success else "failed"
         self.log(f"{self.task.id} step {number}/{self.steps_total} [{action}] -> {verdict}{' (best)' if node.is_best else ''}")
         return self._result(node)
 
     # -- internals ------------------------------------------------------------------------------
+    def _report_progress(self, node: StepRecord) -> None:
+        rec = self._record
+        self._progress(
+            step=node.step, done=node.step, action=node.action, best_val=rec.best_val,
+            failed=rec.steps_used - rec.valid_steps, tokens=rec.usage.total_tokens, cost_usd=rec.usage.cost_usd,
+            last={"action": node.action, "success": node.success, "metric": node.metric},
+        )
+
     def _replayable(self, number: int, files: dict[str, str], action: str) -> StepRecord | None:
         """On resume, a recorded step whose code and action match is reused instead of re-run."""
         if number > len(self._prior):

@@ -15,6 +15,7 @@ writes its artefacts), ``{private}`` (harness-only data: labels the experiment n
 from __future__ import annotations
 
 import hashlib
+import math
 import string
 from functools import cached_property
 from pathlib import Path
@@ -37,7 +38,11 @@ class _Strict(BaseModel):
 
 class Metric(_Strict):
     key: str = Field(description="key in the evaluator's per-dataset 'means'")
-    direction: Literal["higher", "lower"]
+    direction: Literal["higher", "lower"] = Field(description="which raw value is better (the agent's view)")
+    transform: Literal["none", "neg_log10"] = Field(
+        "none", description="the scale the tables score on: neg_log10 scores -log10(value) (e.g. a KS-test "
+        "p-value), which flips the better direction; baseline values stay raw, normalization bounds are on "
+        "the scored scale")
 
     def better(self, a: float, b: float) -> bool:
         """Whether ``a`` is strictly better than ``b``."""
@@ -73,6 +78,16 @@ class Commands(_Strict):
         unknown = names - PLACEHOLDERS
         if unknown:
             raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; allowed: {sorted(PLACEHOLDERS)}")
+        return value
+
+    @field_validator("val", "test")
+    @classmethod
+    def _experiments_see_no_harness_paths(cls, value: str) -> str:
+        # the experiment's sandbox has no harness, private folder or verdict: naming them is a task bug
+        names = {name for _, name, _, _ in string.Formatter().parse(value) if name}
+        leaked = names & {"harness", "private", "result"}
+        if leaked:
+            raise ValueError(f"an experiment command cannot use {sorted(leaked)}: only the harness sees those")
         return value
 
 
@@ -150,8 +165,15 @@ class TaskSpec(_Strict):
     @field_validator("normalization")
     @classmethod
     def _non_zero_range(cls, value: Normalization, info: ValidationInfo) -> Normalization:
-        baseline = info.data.get("baseline")
-        if baseline is not None and value.scale(baseline.test) == 0:
+        baseline, metric = info.data.get("baseline"), info.data.get("metric")
+        if baseline is None:
+            return value
+        test = baseline.test
+        if metric is not None and metric.transform == "neg_log10":
+            if test <= 0:
+                raise ValueError("baseline.test must be > 0 for metric.transform neg_log10")
+            test = -math.log10(test)
+        if value.scale(test) == 0:
             raise ValueError("bounds give a zero range")
         return value
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,8 +14,9 @@ from pydantic import ValidationError
 from .editor import Editor
 from .evalkit import ConstraintOutcome, EvalResult
 from .executor import CommandResult, format_command, run_command
-from . import sandbox
-from .integrity import Manifest, protected_files, sha256_file
+from . import isolation
+from .integrity import Manifest, sha256_file
+from .isolation import artifacts
 from .spec import Task
 
 
@@ -37,16 +41,27 @@ class SplitOutcome:
     constraints: list[ConstraintOutcome] = field(default_factory=list)
     error: str = ""
     duration_s: float = 0.0
+    # what the sandbox refused the experiment, as its own output reported it (EROFS, EPERM, ...)
+    blocked: list[str] = field(default_factory=list)
 
     @property
     def constraint_violated(self) -> bool:
         return any(not c.ok for c in self.constraints)
 
 
+# harness commands: no user site, no PYTHON* variables (PYTHONPATH could shadow their imports), no
+# bytecode written next to the pristine harness
+HARNESS_PYTHON = [sys.executable, "-s", "-E", "-B"]
+# what a refused attempt looks like in an experiment's output
+_BLOCKED = re.compile(
+    r"^.*(Read-only file system|Permission denied|Operation not permitted|Network is unreachable|"
+    r"Resource temporarily unavailable|Cannot assign requested address).*$", re.MULTILINE)
+
+
 class Workspace:
     """``<dir>/workspace`` (the agent's copy), ``<dir>/private`` (harness only), ``<dir>/out`` (artefacts)."""
 
-    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = False):
+    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True):
         self.task = task
         self.sandboxed = sandboxed
         self.root = root
@@ -60,7 +75,7 @@ class Workspace:
         self._private_hashes: dict[str, str] = {}
 
     @classmethod
-    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = False) -> Workspace:
+    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True) -> Workspace:
         """A fresh copy of the baseline with its visible data prepared."""
         if root.exists():
             shutil.rmtree(root)
@@ -69,6 +84,7 @@ class Workspace:
                         ignore=shutil.ignore_patterns("__pycache__"))
         (root / "private").mkdir()
         (root / "verdicts").mkdir()
+        (root / "evidence").mkdir()
         ws = cls(task, root, env, logs, sandboxed)
         result = ws._harness("prepare", "val", ws.out_dir("val"), log_name=f"{root.name}_prepare_val")
         if not result.ok:
@@ -104,11 +120,57 @@ class Workspace:
         }
 
     def _harness(self, command: str, split: str, out: Path, log_name: str, result: Path | None = None) -> CommandResult:
+        """A harness command: pristine code, isolated imports, run from the harness folder."""
         template = getattr(self.task.spec.commands, command)
-        argv = format_command(template, self._values(split, out, result))
+        argv = format_command(template, self._values(split, out, result), python=HARNESS_PYTHON)
         out.mkdir(parents=True, exist_ok=True)
-        return run_command(argv, cwd=self.path, env=self.env, timeout_s=self.task.spec.timeout_s,
+        return run_command(argv, cwd=self.task.harness_dir, env=self.env, timeout_s=self.task.spec.timeout_s,
                            log_path=self.logs / f"{log_name}.log")
+
+    def _protected_paths(self) -> list[Path]:
+        """The protected globs' matches, a folder standing for everything below it.
+
+        Next to every protected module, an empty, read-only ``__pycache__``: bytecode planted there
+        would run in place of the protected source without changing its hash.
+        """
+        matches: set[Path] = set()
+        for pattern in self.task.spec.protected:
+            for path in self.path.glob(pattern):
+                if not path.is_symlink() and (path.is_dir() or path.is_file()):
+                    matches.add(path)
+        for module in [p for p in matches if p.suffix == ".py"]:
+            cache = module.parent / "__pycache__"
+            if not cache.exists():
+                cache.mkdir()
+            if cache.is_dir() and not cache.is_symlink():
+                matches.add(cache)
+        ordered = sorted(matches)
+        return [p for p in ordered if not any(q != p and q in p.parents for q in ordered)]
+
+    def experiment(self, split: str, out: Path, log_name: str) -> CommandResult:
+        """The agent's code on ``split``: sandboxed unless the user opted out, always under the step's limits."""
+        spec = self.task.spec
+        template = spec.commands.val if split == "val" else spec.commands.test
+        argv = format_command(template, self._values(split, out))
+        env = self.env
+        shown = f"$ {shlex.join(argv)}"
+        gpus = tuple(d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d)
+        if self.sandboxed:
+            view = isolation.ExperimentView(
+                workspace=self.path, out=out, read_only=self._protected_paths(),
+                hidden=[self.task.root, self.root.parent], gpus=gpus,
+            )
+            argv = isolation.bwrap_argv(view, argv)
+            env = isolation.sandbox_env(env)
+            shown = f"[sandbox: bwrap] {shown}"
+        try:
+            group = isolation.step_limits(spec.resources.memory_mb, spec.resources.max_processes, bool(gpus))
+        except isolation.limits.LimitsUnavailable:
+            if self.sandboxed:
+                raise
+            group = None  # --no-sandbox on a machine without limits: the run is marked unsandboxed anyway
+        return run_command(argv, cwd=self.path, env=env, timeout_s=spec.timeout_s,
+                           log_path=self.logs / f"{log_name}.log", group=group, shown=shown)
 
     def run_split(self, split: str, log_prefix: str, manifest: Manifest | None = None) -> SplitOutcome:
         """Run the experiment on ``split`` and have the pristine evaluator judge it.
@@ -125,35 +187,35 @@ class Workspace:
             if not prep.ok:
                 raise HarnessError(prep.describe_failure(f"{self.task.id}: prepare (test)", spec.timeout_s))
             self._seal_private()
-        template = spec.commands.val if split == "val" else spec.commands.test
-        argv = format_command(template, self._values(split, out))
-        if self.sandboxed:
-            argv = sandbox.wrap(argv, read_only=[self.task.root, *protected_files(self.path, spec.protected)],
-                                hidden=[self.task.harness_dir, self.private, self.root / "verdicts"])
-        run = run_command(argv, cwd=self.path, env=self.env, timeout_s=spec.timeout_s,
-                          log_path=self.logs / f"{log_prefix}_{split}.log")
+        run = self.experiment(split, out, f"{log_prefix}_{split}")
+        blocked = _blocked_lines(self.logs / f"{log_prefix}_{split}.log") if self.sandboxed else []
         if manifest is not None:
             problems = manifest.verify() + self._check_private()
             if problems:
                 raise IntegrityViolation(problems, f"after the {split} run")
         if not run.ok:
             return SplitOutcome(split, False, error=run.describe_failure(f"{split} run", spec.timeout_s),
-                                duration_s=run.duration_s)
+                                duration_s=run.duration_s, blocked=blocked)
+        # the evaluator reads a copy of {out} made of regular files only, never {out} itself
+        evidence = self.root / "evidence" / split
+        refused = artifacts.collect(out, evidence)
         # the verdict lives outside anything the experiment could write
         verdict_path = self.root / "verdicts" / f"{split}.json"
         verdict_path.unlink(missing_ok=True)
-        judged = self._harness("evaluate", split, out, f"{log_prefix}_{split}_evaluate", result=verdict_path)
+        judged = self._harness("evaluate", split, evidence, f"{log_prefix}_{split}_evaluate", result=verdict_path)
         duration = run.duration_s + judged.duration_s
         if not judged.ok:
-            return SplitOutcome(split, False, error=judged.describe_failure("evaluation", spec.timeout_s),
-                                duration_s=duration)
+            error = judged.describe_failure("evaluation", spec.timeout_s)
+            if refused:
+                error = "artefacts refused to the evaluator: " + "; ".join(refused) + "\n" + error
+            return SplitOutcome(split, False, error=error, duration_s=duration, blocked=blocked)
         try:
             verdict = EvalResult.model_validate_json(verdict_path.read_text())
             metric = verdict.primary(spec.metric.key)
         except (OSError, ValidationError, KeyError, ValueError) as exc:
             raise HarnessError(f"{self.task.id}: evaluator wrote an unusable verdict: {exc}") from None
         metrics = {f"{name}/{key}": value for name, d in verdict.datasets.items() for key, value in d.means.items()}
-        outcome = SplitOutcome(split, True, metric, metrics, verdict.constraints, duration_s=duration)
+        outcome = SplitOutcome(split, True, metric, metrics, verdict.constraints, duration_s=duration, blocked=blocked)
         broken = verdict.violated()
         if broken and split == "val":
             # a constraint broken on val fails the step (the original's rule)
@@ -162,3 +224,14 @@ class Workspace:
                 f"{c.name} ({c.detail or f'value {c.value} vs limit {c.limit}'})" for c in broken
             )
         return outcome
+
+
+def _blocked_lines(log: Path, keep: int = 10) -> list[str]:
+    """Lines of an experiment's output that report an attempt the sandbox refused (first ``keep``)."""
+    try:
+        with open(log, "rb") as fh:
+            text = fh.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return []
+    found = list(dict.fromkeys(m.group(0).strip()[:300] for m in _BLOCKED.finditer(text)))
+    return found[:keep]

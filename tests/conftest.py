@@ -50,9 +50,18 @@ def load_record(project: Path, task: str = "toy_task") -> dict:
 
 
 def junit_props(xml_path: Path, name: str) -> dict:
+    """An item's properties, on its testcase (xunit1) or as suite properties '<name>.<prop>' (xunit2)."""
     import xml.etree.ElementTree as ET
 
-    for case in ET.parse(xml_path).getroot().iter("testcase"):
+    root = ET.parse(xml_path).getroot()
+    for case in root.iter("testcase"):
         if case.get("name") == name:
-            return {p.get("name"): p.get("value") for p in case.iter("property")}
+            props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            if props:
+                return props
+            prefix = f"{name}."
+            props = {p.get("name")[len(prefix):]: p.get("value") for suite in root.iter("testsuite")
+                     for p in suite.findall("properties/property") if p.get("name").startswith(prefix)}
+            assert props, f"no properties for {name} in {xml_path}"
+            return props
     raise AssertionError(f"no testcase {name} in {xml_path}")

@@ -1,4 +1,6 @@
-"""Agents that try to alter protected files, fake results or read labels: caught, named, recorded."""
+"""Detection, the second line of defence: with the sandbox off (--no-sandbox), agents that alter protected
+files, fake results or read labels are caught, named and recorded. In the default mode the same attempts
+are refused (tests/test_isolation.py)."""
 
 import json
 import textwrap
@@ -49,7 +51,7 @@ def test_tampering_fails_the_item_and_names_the_path(pytester, toy, bench, write
     if payload == "HARNESS_EDIT":
         payload = f"open({str(toy / 'harness' / 'evaluate.py')!r}, 'a').write('# patched')"
     spec = attack(write_agent, payload)
-    result = bench(f"--agent={spec}", "--junitxml=out.xml", "toy_task")
+    result = bench(f"--agent={spec}", "--no-sandbox", "--junitxml=out.xml", "toy_task")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{message}*"])
     assert "Traceback" not in result.stdout.str()

@@ -55,3 +55,14 @@ def test_a_planted_link_is_replaced_not_followed(editor):
 
 def test_an_empty_edit_is_reported(editor):
     assert editor.apply([]).error == "the edit contains no file changes"
+
+
+def test_an_editable_file_replaced_by_a_link_is_never_followed(tmp_path):
+    # the experiment can swap an editable file for a link to a credential: the harness must not copy
+    # the credential into snapshots or the next LLM prompt
+    secret = tmp_path / "netrc"
+    secret.write_text("machine x password SECRET")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "config.json").symlink_to(secret)
+    assert Editor(workspace, ["config.json"]).read() == {"config.json": ""}

@@ -1,6 +1,7 @@
 """The plugin as users drive it: collection, selection, agents, JUnit properties, tables, xdist."""
 
 import json
+import shutil
 import sys
 import xml.etree.ElementTree as ET
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_record
+from conftest import junit_props, load_record
 
 REQUIRED_PROPERTIES = {
     "task", "agent", "model", "provider", "seed", "steps", "baseline_val", "baseline_test", "best_val",
@@ -19,11 +20,7 @@ REQUIRED_PROPERTIES = {
 
 def junit_cases(path):
     root = ET.parse(path).getroot()
-    cases = {}
-    for case in root.iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        cases[case.get("name")] = (case, props)
-    return cases
+    return {case.get("name"): (case, junit_props(path, case.get("name"))) for case in root.iter("testcase")}
 
 
 def test_collect_one_item_per_task_and_seed(pytester, toy, bench):
@@ -85,7 +82,7 @@ def test_agent_options_are_typed_and_unknown_ones_rejected(pytester, toy, bench)
 def test_unknown_agent_is_one_line(pytester, toy, bench):
     result = bench("--agent=nope", "toy_task")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["ERROR: unknown agent 'nope'; built-in agents: aide, baseline, random-search*"])
+    result.stderr.fnmatch_lines(["ERROR: unknown agent 'nope'; built-in agents: *aide*baseline*random-search*"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -151,3 +148,33 @@ def test_fmlbench_score_recomputes_tables(pytester, toy, bench):
     result = pytester.run(Path(sys.executable).parent / "fmlbench", "score", str(pytester.path / "reports" / "fmlbench" / "runs"))
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*Raw Performance*", "*toy_task*", "*Normalized Improvement*", "*Process-Level*"])
+
+
+def test_benchmark_items_run_longest_first_with_work_stealing(pytester, toy, bench):
+    import yaml
+
+    for name, expected in (("short_task", 5), ("long_task", 500)):
+        copy = pytester.path / name
+        shutil.copytree(toy, copy)
+        spec = yaml.safe_load((copy / "task.yaml").read_text())
+        spec.update(id=name, expected_duration_s=expected)
+        (copy / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = bench("--collect-only", "-q", "--agent=baseline", "short_task", "toy_task", "long_task")
+    order = [line.split("::")[-1] for line in result.stdout.lines if "::" in line]
+    # declared durations first (longest first), the undeclared toy task at the median
+    assert order == ["long_task[seed0]", "toy_task[seed0]", "short_task[seed0]"], order
+    result = bench("--agent=baseline", "-n", "2", "-v", "short_task", "long_task")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*scheduling tests via WorkStealingScheduling*"])
+
+
+def test_live_progress_prints_one_line_per_finished_step_and_q_keeps_it_quiet(pytester, toy, bench):
+    result = bench("--agent=random-search", "--steps=2", "-n", "2", "toy_task")
+    result.assert_outcomes(passed=1)
+    lines = [line for line in result.stdout.lines if line.startswith("[fmlbench]")]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("[fmlbench] toy_task[seed0] step 1/2 baseline -> 0.76; best 0.76 (+0.000), failed 0")
+    assert lines[1].startswith("[fmlbench] toy_task[seed0] step 2/2 random -> ")
+    quiet = bench("--agent=random-search", "--steps=2", "--fresh", "-q", "toy_task")
+    quiet.assert_outcomes(passed=1)
+    assert not [line for line in quiet.stdout.lines if line.startswith("[fmlbench]")]

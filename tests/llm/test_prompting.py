@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_fmlbench.agents.prompting import extract_json, parse_reply, render_files, reply_format
+from pytest_fmlbench.agentkit.prompting import extract_json, parse_reply, render_files, reply_format
 from pytest_fmlbench.editor import WHOLE_FILE_MAX_LINES, Editor, SearchReplace, WholeFile
 
 FILES = {

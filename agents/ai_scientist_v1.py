@@ -1,0 +1,232 @@
+"""The AI Scientist (v1): ideas first, then a short series of experiments per idea, after SakanaAI's
+AI-Scientist as FML-bench ports it.
+
+Ideas: ``num_ideas`` JSON ideas (name, title, experiment, interestingness, feasibility, novelty), each
+refined over up to ``num_reflections`` rounds of one conversation ("I am done" ends them early); no
+literature search (when no conversation gives JSON, the last reply becomes a free-form idea, where the
+port would crash). Experiments: the ideas are taken in turn; each starts from the task's baseline code
+and gets up to ``max_runs`` successful runs. Each run is one editor call (the run's instruction and the
+current files, plus the notes file the model keeps for its write-up) and one validation run. A failed
+run is retried from its failing code, with the error tail, up to ``max_retries_per_run`` attempts; when
+they are spent the idea is dropped. A reply containing "ALL_COMPLETED" ends the idea after its run
+(the run still happens, and costs its step, as in the port). ``max_iter`` caps attempts over all ideas.
+
+Steps: one per attempt. Idea and reflection calls cost none; by default they are all made before the
+first step, as in the port (``idea_generation=lazy`` makes each idea only when it is needed: the same
+conversations, fewer of them when the budget ends first).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from pytest_fmlbench.agentkit import Agent, AgentOptions, parse_reply, tail
+from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
+from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
+from pytest_fmlbench.editor import Edit, EditResult, SearchReplace, WholeFile
+from pytest_fmlbench.session import RunStopped, Session
+
+COMPLETION_MARKER = "ALL_COMPLETED"
+IDEA_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
+
+
+class AIScientistV1Options(AgentOptions):
+    num_ideas: int = Field(25, ge=1, description="ideas generated (upstream AI-Scientist: 50)")
+    num_reflections: int = Field(3, ge=1, description="rounds per idea conversation, the first draft included")
+    max_runs: int = Field(5, ge=1, description="successful experiments per idea")
+    max_retries_per_run: int = Field(4, ge=1, description="attempts per experiment before the idea is dropped")
+    max_iter: int = Field(100, ge=1, description="attempts over all ideas")
+    early_completion: bool = Field(True, description="a reply saying ALL_COMPLETED ends the idea after its run")
+    idea_generation: Literal["upfront", "lazy"] = Field(
+        "upfront", description="all ideas before the first step (as the port), or each when it is needed")
+    idea_temperature: float = Field(0.75, ge=0, le=2, description="sampling temperature of idea and reflection calls")
+    code_temperature: float | None = Field(None, ge=0, le=2,
+                                           description="temperature of the editor calls (None: the provider's)")
+    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16,
+                                   description="reply length limit of the editor calls (idea calls: at most 8192)")
+
+
+class AIScientistV1Agent(Agent):
+    """The AI Scientist v1: ideas refined by reflection, then up to 5 experiments per idea from the baseline."""
+
+    name = "ai-scientist-v1"
+    Options = AIScientistV1Options
+    uses_llm = True
+
+    def run(self, session: Session) -> None:
+        if session.llm is None:
+            raise RuntimeError("ai-scientist-v1 needs an LLM: session.llm is not set")
+        _Scientist(session, self.options).run()
+
+
+class _Scientist:
+    """One run. All its state comes from the LLM replies (replayed on resume) and the step outcomes."""
+
+    def __init__(self, session: Session, options: AIScientistV1Options):
+        self.s = session
+        self.o = options
+        self.generator = IdeaGenerator(
+            session, system=idea_system_prompt(session.task.domain), num_reflections=options.num_reflections,
+            temperature=options.idea_temperature, max_output_tokens=min(IDEA_MAX_OUTPUT_TOKENS,
+                                                                        options.max_output_tokens),
+            max_attempts=2 * options.num_ideas)
+        self.editor = CodeEditor(session, temperature=options.code_temperature,
+                                 max_output_tokens=options.max_output_tokens)
+        self.total_iter = 0
+        self.notes_path = self._notes_name()
+
+    def _notes_name(self) -> str:
+        name = "notes.txt"
+        while name in self.s.task.editable:
+            name = "_" + name
+        return name
+
+    # -- the run ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        if self.o.idea_generation == "upfront":
+            self.generator.generate(self.o.num_ideas)
+            self.generator.fallback_idea()
+        index = 0
+        while self.s.steps_left > 0 and self.total_iter < self.o.max_iter:
+            idea = self._idea(index)
+            if idea is None:
+                break
+            self.experiment(idea)
+            index += 1
+        if not self.generator.ideas:
+            raise RunStopped(f"ai-scientist-v1: none of {self.generator.attempts} idea conversation(s) "
+                             "gave an idea")
+
+    def _idea(self, index: int) -> Idea | None:
+        if index < len(self.generator.ideas):
+            return self.generator.ideas[index]
+        if self.o.idea_generation == "lazy" and index < self.o.num_ideas:
+            return self.generator.next_idea() or (self.generator.fallback_idea() if index == 0 else None)
+        return None
+
+    def idea_table(self) -> list[dict]:
+        return [i.summary() for i in self.generator.ideas]
+
+    # -- one idea -----------------------------------------------------------------------------------
+    def experiment(self, idea: Idea) -> None:
+        s, o = self.s, self.o
+        restore(s, s.baseline_files)  # each idea starts from the baseline, in a fresh workspace
+        notes = self.initial_notes(idea)
+        runs: list[dict] = []  # the idea's successful runs
+        current_run, completed, gave_up, last_error = 1, False, False, ""
+        previous_step: int | None = None
+        while current_run <= o.max_runs and not completed and self.total_iter < o.max_iter and s.steps_left > 0:
+            prompt = self.run_prompt(idea, current_run, runs[-1]["metric"] if runs else None)
+            attempt, success = 0, False
+            while (attempt < o.max_retries_per_run and not success and self.total_iter < o.max_iter
+                   and s.steps_left > 0):
+                text, plan, note_edits, code_edits, error = self.ask(prompt, notes,
+                                                                     last_error if attempt > 0 else "", attempt)
+                said_done = COMPLETION_MARKER in text
+                completed = completed or (o.early_completion and said_done)
+                new_notes = _apply_to_text(notes, note_edits)
+                if code_edits:
+                    edit = s.edit(code_edits)
+                elif note_edits:
+                    edit = EditResult(applied=True)  # the port counts a change of the notes alone as an edit
+                else:
+                    edit = EditResult(applied=False, error=error)
+                extra = {"idea": idea.summary(), "run": current_run, "attempt": attempt + 1,
+                         "all_completed": said_done, "notes_updated": new_notes != notes}
+                if s.steps_used == 0:
+                    extra["ideas"] = self.idea_table()  # every idea generated so far, in the run's first step
+                notes = new_notes
+                action = "debug" if attempt > 0 else ("draft" if current_run == 1 else "improve")
+                result = s.run_step(action, parent=previous_step, plan=plan[:4000], edit=edit,
+                                    idea=f"{idea.name}: {idea.title}", extra=extra)
+                self.total_iter += 1
+                previous_step = result.step
+                if result.success:
+                    runs.append({"run": current_run, "step": result.step, "metric": result.metric})
+                    current_run, success, last_error = current_run + 1, True, ""
+                else:
+                    last_error = tail(result.error or "the run failed without output")
+                    prompt = "The previous run failed. Fix the problem, using the error output given."
+                    attempt += 1
+                s.annotate(result.step, extra={"idea_runs": list(runs)})
+            if not success and not completed:
+                gave_up = attempt >= o.max_retries_per_run
+                break
+        if previous_step is not None:
+            s.annotate(previous_step, extra={"idea_ended": self.end_reason(completed, gave_up, current_run)})
+
+    def ask(self, instruction: str, notes: str, error: str, attempt: int):
+        """One editor call over the editable files and the notes; the raw text is kept for ALL_COMPLETED."""
+        files = {**self.s.files, self.notes_path: notes}
+        reply = self.s.llm.complete(self.editor.messages(instruction, files, error),
+                                    temperature=self.o.code_temperature, max_output_tokens=self.o.max_output_tokens,
+                                    purpose="experiment" if attempt == 0 else "fix")
+        parsed = parse_reply(reply.text, files)
+        note_edits = [e for e in parsed.edits if e.path == self.notes_path]
+        code_edits = [e for e in parsed.edits if e.path != self.notes_path]
+        error = "" if parsed.edits else "no usable code in the reply: " + parsed.error
+        if error and reply.finish_reason == "length":
+            error += f" (the reply was cut at {self.o.max_output_tokens} tokens)"
+        return reply.text, parsed.plan, note_edits, code_edits, error
+
+    def end_reason(self, completed: bool, gave_up: bool, current_run: int) -> str:
+        if completed:
+            return COMPLETION_MARKER
+        if gave_up:
+            return f"run {current_run} failed {self.o.max_retries_per_run} times"
+        if current_run > self.o.max_runs:
+            return f"all {self.o.max_runs} runs done"
+        if self.total_iter >= self.o.max_iter:
+            return f"max_iter ({self.o.max_iter}) attempts reached"
+        return "step budget spent"
+
+    # -- prompts ------------------------------------------------------------------------------------
+    def initial_notes(self, idea: Idea) -> str:
+        return (
+            "# Experiment notes\n"
+            f"# Idea title: {idea.title}\n"
+            f"# Experiment: {idea.experiment}\n\n"
+            "## Baseline results\n"
+            f"{metric_line(self.s, self.s.task.baseline.val, 'Baseline')}\n\n"
+            "## Experiment progress\n"
+            "(Keep track of your experiments and findings here.)\n"
+        )
+
+    def run_prompt(self, idea: Idea, current_run: int, last_metric: float | None) -> str:
+        task = self.s.task
+        editable = ", ".join(f"`{p}`" for p in task.editable)
+        if current_run == 1:
+            return (
+                f"Your goal is to implement this idea: {idea.title}.\n"
+                f"The proposed experiment: {idea.experiment}\n"
+                f"You have up to {self.o.max_runs} runs to complete the experiments you need.\n\n"
+                "First, plan the list of experiments you want to run: for example, when sweeping a "
+                "hyper-parameter, the value to test in each run.\n\n"
+                "The vanilla baseline has already been run; do not run it again. Its result:\n"
+                f"{metric_line(self.s, task.baseline.val, 'Baseline')}\n\n"
+                "After each change we run the experiment and report its result. Only these files can be "
+                f"changed: {editable} (and `{self.notes_path}`, your notes). Then implement the first item "
+                "of your list."
+            )
+        last = current_run - 1
+        return (
+            f"Run {last} completed. Its result:\n{metric_line(self.s, last_metric, 'Last run result')}\n\n"
+            "Decide whether the results call for re-planning your experiments (often they will not).\n\n"
+            f"Someone else will write up this work from `{self.notes_path}`. Record in it *everything* relevant "
+            f"to Run {last}: what the experiment was and its run number. Be as verbose as needed.\n\n"
+            f"Then implement the next item of your list for Run {current_run}. Only these files can be changed: "
+            f"{editable} (and `{self.notes_path}`).\n"
+            f"If you are finished with the experiments, respond with '{COMPLETION_MARKER}'."
+        )
+
+
+def _apply_to_text(text: str, edits: list[Edit]) -> str:
+    """The notes after the reply's edits of them; a SEARCH part that does not match once is skipped."""
+    for edit in edits:
+        if isinstance(edit, WholeFile):
+            text = edit.content
+        elif isinstance(edit, SearchReplace) and edit.search and text.count(edit.search) == 1:
+            text = text.replace(edit.search, edit.replace, 1)
+    return text

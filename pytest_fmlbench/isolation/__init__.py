@@ -1,0 +1,135 @@
+"""Isolation of agent-written code: every experiment runs in a bubblewrap sandbox by default.
+
+Inside, the experiment sees the interpreter, its libraries and the system read-only, its workspace
+(editable files writable, protected files read-only) and its ``{out}`` folder, and a private, empty
+``/tmp`` and ``$HOME``. It has no network, its own PID namespace (the harness is invisible and cannot
+be signalled; everything it starts dies with the step), no capabilities, no secrets, and a memory
+and a process limit that end the step, never the harness. See ``mounts`` for the allowlist and
+``limits`` for the limits. Where this cannot be set up, items error before any step unless the user
+opts out with ``--no-sandbox``, and such runs are marked ``unsandboxed`` everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import limits, mounts
+from .gpu import device_minors
+from .limits import LimitSpec, LimitsUnavailable
+
+SANDBOXED = "bwrap"
+UNSANDBOXED = "unsandboxed"
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) and "
+    "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0), "
+    "or pass --no-sandbox to run experiments unisolated (results are then marked 'unsandboxed')"
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    """Isolation cannot be set up here; the message is one line that says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ExperimentView:
+    """What one experiment may see and write."""
+
+    workspace: Path
+    out: Path
+    read_only: list[Path]       # protected files and folders inside the workspace
+    hidden: list[Path]          # paths that must stay invisible even if an allowed tree contains them
+    gpus: tuple[str, ...] = ()
+
+
+def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
+    """``argv`` wrapped in bubblewrap with the allowlisted view of the machine."""
+    args = [
+        "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        *mounts.system_binds(),
+        *mounts.python_binds(view.hidden),
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
+        "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", mounts.SANDBOX_HOME,
+        *mounts.gpu_binds(device_minors(view.gpus)),
+        "--bind", str(view.workspace), str(view.workspace),
+    ]
+    for path in view.read_only:
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--bind", str(view.out), str(view.out)]
+    # nothing outside the binds above can be created or changed, not even in the sandbox's own root
+    args += ["--remount-ro", "/", "--chdir", str(view.workspace), "--"]
+    return args + argv
+
+
+# Variables an experiment may inherit; everything else (keys, tokens, database URLs, whatever a user
+# keeps in the environment under any name) stays outside. Allowlist, not denylist: a secret's name
+# cannot be guessed.
+_ENV_ALLOW = {
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+    "PYTHONWARNINGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUBLAS_WORKSPACE_CONFIG",
+    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM",
+    "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+}
+_ENV_ALLOW_PREFIXES = ("LC_", "FMLBENCH_EXPERIMENT_")
+
+
+def sandbox_env(env: dict[str, str]) -> dict[str, str]:
+    """The experiment's environment inside the sandbox: allowlisted variables, a private home, no user site."""
+    env = {name: value for name, value in env.items() if name in _ENV_ALLOW or name.startswith(_ENV_ALLOW_PREFIXES)}
+    # the harness's own copy of this package (bound read-only at the same path) is the one experiments
+    # import, whichever checkout or install the harness runs from
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    env.update(HOME=mounts.SANDBOX_HOME, TMPDIR="/tmp", PYTHONNOUSERSITE="1",
+               XDG_CACHE_HOME=f"{mounts.SANDBOX_HOME}/.cache", MPLCONFIGDIR=f"{mounts.SANDBOX_HOME}/.matplotlib")
+    return env
+
+
+@lru_cache(maxsize=1)
+def check_available() -> str:
+    """Run a trivial command in the full sandbox once per process; returns the limits backend.
+
+    Raises SandboxUnavailable with one line naming the fix.
+    """
+    if shutil.which("bwrap") is None:
+        raise SandboxUnavailable(f"experiments run in a bubblewrap sandbox, but bwrap is not on PATH: {INSTALL_HINT}")
+    try:
+        backend = limits.backend()
+    except LimitsUnavailable as exc:
+        raise SandboxUnavailable(f"{exc} (or pass --no-sandbox; results are then marked 'unsandboxed')") from None
+    with tempfile.TemporaryDirectory(prefix="fmlbench-probe-") as tmp:
+        workspace, out = Path(tmp) / "workspace", Path(tmp) / "out"
+        workspace.mkdir()
+        out.mkdir()
+        view = ExperimentView(workspace, out, [], [])
+        probe = bwrap_argv(view, [os.path.realpath(_python()), "-c", "import sys"])
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=sandbox_env(dict(os.environ)))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxUnavailable(f"bubblewrap could not start a sandbox ({exc}): {INSTALL_HINT}") from None
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise SandboxUnavailable(f"bubblewrap could not start a sandbox ({reason}): {INSTALL_HINT}")
+    return backend
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def step_limits(memory_mb: int | None, max_processes: int, gpus: bool) -> limits.StepGroup:
+    memory = memory_mb * (1 << 20) if memory_mb else limits.default_memory_bytes()
+    return limits.create(LimitSpec(memory, max_processes), gpus=gpus)
+
+
+__all__ = [
+    "ExperimentView", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
+    "sandbox_env", "step_limits",
+]

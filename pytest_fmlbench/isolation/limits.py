@@ -1,0 +1,257 @@
+"""Per-step resource limits: a memory limit and a process (thread) limit for one experiment.
+
+The limits hold the whole step, not one process: every process the experiment starts lands in one
+control group. Exceeding them ends that step (the kernel's OOM killer inside the group, or forks
+refused), and the harness, which stays outside the group, notices and records why.
+
+Backends, best first: a writable cgroup v2 subtree (``memory.max``, ``pids.max``), writable cgroup v1
+``memory`` and ``pids`` hierarchies, or, for a non-root user without either, rlimits
+(``RLIMIT_NPROC`` per user, ``RLIMIT_AS`` per process). Root gets no rlimit fallback: the kernel
+exempts uid 0 from ``RLIMIT_NPROC``, so a fork storm would go unbounded.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+OUT_OF_MEMORY = "out of memory"
+TOO_MANY_PROCESSES = "too many processes"
+
+
+class LimitsUnavailable(RuntimeError):
+    """No way to bound an experiment's memory and process count on this machine."""
+
+
+@dataclass(frozen=True)
+class LimitSpec:
+    memory_bytes: int
+    max_processes: int
+
+
+def default_memory_bytes() -> int:
+    """80% of physical memory shared among this machine's xdist workers, at least 1 GiB."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    return max(1 << 30, int(total * 0.8 / workers))
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller -> this process's cgroup path, from /proc/self/cgroup ('' names the v2 hierarchy)."""
+    groups = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            groups[name] = path
+    return groups
+
+
+def _writable_dir(path: Path) -> bool:
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+
+
+class StepGroup:
+    """One step's control group(s): created before the experiment starts, removed after it ends."""
+
+    backend = "none"
+
+    def enter(self) -> None:
+        """Runs in the child between fork and exec: move it into the group or apply rlimits."""
+
+    def tripped(self) -> str | None:
+        """The limit the step hit so far, if any."""
+        return None
+
+    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        """Signal every process still in the group (it may have escaped the process group)."""
+
+    def close(self) -> None:
+        """Kill what is left and remove the group."""
+
+
+@dataclass
+class _CgroupStep(StepGroup):
+    # (directory, file to write the pid into) for every group the child joins
+    dirs: list[Path]
+    memory_events: tuple[Path, str]
+    pids_events: Path
+    procs: Path
+    kill_file: Path | None = None
+    backend: str = "cgroup"
+    _pids: list[int] = field(default_factory=list)
+
+    def enter(self) -> None:
+        pid = str(os.getpid()).encode()
+        for directory in self.dirs:
+            fd = os.open(directory / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+
+    def tripped(self) -> str | None:
+        path, key = self.memory_events
+        if _counter(path, key) > 0:
+            return OUT_OF_MEMORY
+        if _counter(self.pids_events, "max") > 0:
+            return TOO_MANY_PROCESSES
+        return None
+
+    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        if self.kill_file is not None and sig == signal.SIGKILL:
+            try:
+                self.kill_file.write_text("1")
+                return
+            except OSError:
+                pass
+        for pid in _read_pids(self.procs):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def close(self) -> None:
+        deadline = time.monotonic() + 5.0
+        while _read_pids(self.procs) and time.monotonic() < deadline:
+            self.kill_all(signal.SIGKILL)
+            time.sleep(0.02)
+        for directory in self.dirs:
+            for _ in range(50):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _counter(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _read_pids(path: Path) -> list[int]:
+    try:
+        return [int(p) for p in path.read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+class _V2:
+    def __init__(self, parent: Path):
+        self.parent = parent
+
+    def create(self, spec: LimitSpec) -> _CgroupStep:
+        group = self.parent / f"fmlbench-{uuid.uuid4().hex[:12]}"
+        group.mkdir()
+        (group / "memory.max").write_text(str(spec.memory_bytes))
+        if (group / "memory.swap.max").exists():
+            (group / "memory.swap.max").write_text("0")
+        (group / "pids.max").write_text(str(spec.max_processes))
+        kill = group / "cgroup.kill"
+        return _CgroupStep([group], (group / "memory.events", "oom_kill"), group / "pids.events",
+                           group / "cgroup.procs", kill if kill.exists() else None, backend="cgroup2")
+
+
+class _V1:
+    def __init__(self, memory_parent: Path, pids_parent: Path):
+        self.memory_parent = memory_parent
+        self.pids_parent = pids_parent
+
+    def create(self, spec: LimitSpec) -> _CgroupStep:
+        name = f"fmlbench-{uuid.uuid4().hex[:12]}"
+        memory, pids = self.memory_parent / name, self.pids_parent / name
+        memory.mkdir()
+        pids.mkdir()
+        (memory / "memory.limit_in_bytes").write_text(str(spec.memory_bytes))
+        swap = memory / "memory.memsw.limit_in_bytes"
+        if swap.exists():
+            try:
+                swap.write_text(str(spec.memory_bytes))
+            except OSError:
+                pass
+        (pids / "pids.max").write_text(str(spec.max_processes))
+        return _CgroupStep([memory, pids], (memory / "memory.oom_control", "oom_kill"), pids / "pids.events",
+                           pids / "cgroup.procs", backend="cgroup1")
+
+
+@dataclass
+class _RlimitStep(StepGroup):
+    spec: LimitSpec
+    gpus: bool
+    backend: str = "rlimit"
+
+    def enter(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (self.spec.max_processes, self.spec.max_processes))
+        if not self.gpus:
+            # CUDA reserves far more address space than it uses: an address-space limit would break it
+            resource.setrlimit(resource.RLIMIT_AS, (self.spec.memory_bytes, self.spec.memory_bytes))
+
+
+def _v2_parent() -> Path | None:
+    own = _own_cgroups()
+    if "" not in own:
+        return None
+    for mount in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
+        controllers = mount / "cgroup.controllers"
+        if not controllers.is_file():
+            continue
+        parent = mount / own[""].lstrip("/")
+        enabled = (parent / "cgroup.subtree_control")
+        try:
+            if {"memory", "pids"} <= set(enabled.read_text().split()) and _writable_dir(parent):
+                return parent
+        except OSError:
+            continue
+    return None
+
+
+def _v1_parents() -> tuple[Path, Path] | None:
+    own = _own_cgroups()
+    if "memory" not in own or "pids" not in own:
+        return None
+    memory = CGROUP_ROOT / "memory" / own["memory"].lstrip("/")
+    pids = CGROUP_ROOT / "pids" / own["pids"].lstrip("/")
+    if _writable_dir(memory) and _writable_dir(pids) and (memory / "memory.limit_in_bytes").exists():
+        return memory, pids
+    return None
+
+
+@lru_cache(maxsize=1)
+def backend() -> str:
+    """Which mechanism bounds a step here: 'cgroup2', 'cgroup1' or 'rlimit'; raises if none does."""
+    if _v2_parent() is not None:
+        return "cgroup2"
+    if _v1_parents() is not None:
+        return "cgroup1"
+    if os.geteuid() != 0:
+        return "rlimit"
+    raise LimitsUnavailable(
+        "cannot bound an experiment's memory and processes: no writable cgroup (v2 with the memory and "
+        "pids controllers delegated, or v1 memory and pids hierarchies) and, as root, rlimits do not bound "
+        "processes; run as a non-root user, or give this process a writable cgroup"
+    )
+
+
+def create(spec: LimitSpec, gpus: bool = False) -> StepGroup:
+    """A fresh group for one step, with ``spec`` applied."""
+    kind = backend()
+    if kind == "cgroup2":
+        return _V2(_v2_parent()).create(spec)
+    if kind == "cgroup1":
+        return _V1(*_v1_parents()).create(spec)
+    return _RlimitStep(spec, gpus)

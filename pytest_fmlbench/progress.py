@@ -1,0 +1,153 @@
+"""Live progress of a benchmark session, shown by the pytest controller, also under ``-n N``.
+
+Each run (in whichever xdist worker) keeps one small JSON file under ``<out>/live/`` up to date: the
+step in flight, its action, the best validation value and its gain over the baseline, failed steps,
+tokens, dollars and elapsed time. The controller polls that folder: a terminal gets a live table
+(rich), anything else (CI logs) one plain line per finished step. Files are the channel because a
+step's progress happens inside a worker, where xdist carries nothing to the controller until the
+item ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+LIVE_DIR = "live"
+POLL_S = 0.5
+
+
+class LiveFile:
+    """Worker side: one run's progress file, rewritten atomically at each step's start and end."""
+
+    def __init__(self, out_dir: Path, run_id: str, item: str, steps_total: int, baseline_val: float,
+                 direction: str, scale: float):
+        self.path = out_dir / LIVE_DIR / f"{run_id}.json"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.state: dict[str, Any] = {
+            "item": item, "steps_total": steps_total, "baseline_val": baseline_val, "direction": direction,
+            "scale": scale, "step": 0, "done": 0, "action": "", "best_val": None, "failed": 0, "tokens": 0,
+            "cost_usd": 0.0, "started": time.time(), "last": None, "finished": False,
+        }
+
+    def update(self, **fields: Any) -> None:
+        self.state.update(fields, updated=time.time())
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.state))
+        os.replace(tmp, self.path)
+
+    def close(self) -> None:
+        self.update(finished=True)
+
+
+def gain(state: dict[str, Any]) -> float | None:
+    """Signed improvement of the best validation value over the baseline, in normalised units."""
+    best = state.get("best_val")
+    if best is None or not state.get("scale"):
+        return None
+    diff = best - state["baseline_val"] if state["direction"] == "higher" else state["baseline_val"] - best
+    return diff / state["scale"]
+
+
+def describe(state: dict[str, Any]) -> dict[str, str]:
+    best = state.get("best_val")
+    g = gain(state)
+    cost = state.get("cost_usd")
+    return {
+        "item": state["item"],
+        "step": f"{state['step']}/{state['steps_total']}",
+        "best": "-" if best is None else f"{best:.4g}" + ("" if g is None else f" ({g:+.3f})"),
+        "failed": str(state.get("failed", 0)),
+        "tokens": f"{state.get('tokens', 0):,}",
+        "cost": "unknown" if cost is None else f"${cost:.4f}",
+        "elapsed": _clock(time.time() - state["started"]),
+        "action": state.get("action") or "",
+    }
+
+
+def plain_line(state: dict[str, Any]) -> str:
+    d = describe(state)
+    last = state.get("last") or {}
+    outcome = "failed" if not last.get("success") else f"{last.get('metric'):.4g}"
+    return (f"[fmlbench] {d['item']} step {state['done']}/{state['steps_total']} {last.get('action', '')} -> "
+            f"{outcome}; best {d['best']}, failed {d['failed']}, tokens {d['tokens']}, {d['cost']}, {d['elapsed']}")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class LiveDisplay:
+    """Controller side: polls ``<out>/live`` and shows what runs where, until stopped."""
+
+    def __init__(self, out_dir: Path, write_line, tty: bool):
+        self.folder = out_dir / LIVE_DIR
+        self.write_line = write_line
+        self.tty = tty
+        self.seen_steps: dict[str, int] = {}
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="fmlbench-live", daemon=True)
+        self.live = None
+
+    def start(self) -> None:
+        if self.folder.exists():
+            for stale in self.folder.glob("*.json"):
+                stale.unlink(missing_ok=True)
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._table([]), console=Console(file=sys.stdout), refresh_per_second=2, transient=True)
+            self.live.start()
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+        self._poll()
+        if self.live is not None:
+            self.live.stop()
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(POLL_S):
+            self._poll()
+
+    def _states(self) -> list[dict[str, Any]]:
+        states = []
+        for path in sorted(self.folder.glob("*.json")) if self.folder.exists() else []:
+            try:
+                states.append(json.loads(path.read_text()) | {"_id": path.stem})
+            except (OSError, ValueError):
+                continue
+        return states
+
+    def _poll(self) -> None:
+        states = self._states()
+        if self.live is not None:
+            self.live.update(self._table([s for s in states if not s.get("finished")]))
+            return
+        for state in states:
+            done = state.get("done", 0)
+            if done > self.seen_steps.get(state["_id"], 0):
+                self.seen_steps[state["_id"]] = done
+                self.write_line(plain_line(state))
+
+    @staticmethod
+    def _table(states: list[dict[str, Any]]):
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title="FML-bench: running", title_justify="left", expand=False)
+        for column in ("task", "step", "best val (gain)", "failed", "tokens", "cost", "elapsed", "action"):
+            table.add_column(column)
+        for state in states:
+            d = describe(state)
+            # "[seed0]" would read as rich markup
+            table.add_row(*(escape(d[k]) for k in ("item", "step", "best", "failed", "tokens", "cost", "elapsed", "action")))
+        return table

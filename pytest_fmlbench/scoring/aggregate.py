@@ -1,0 +1,166 @@
+"""From runs to tables' numbers: one row per run, mean ± SEM over seeds per task, plain mean over tasks.
+
+Exploration metrics need an encoder; every frame carries its name in an ``encoder`` column, and a
+:class:`Scores` is always computed with one encoder, so scores of different encoders never mix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..record import RunRecord
+from . import exploration
+from .metrics import EXPLORATION, PROCESS_COLUMNS, score_run
+from .runs import RunInput, from_record
+
+NAN = float("nan")
+AUTO = "auto"
+NUMERIC = ("raw_test", "best_val", "ni", "ni_val", *PROCESS_COLUMNS)
+KEY = ("agent", "model")
+
+
+@dataclass(frozen=True)
+class EncoderChoice:
+    """The encoder a scoring pass uses, and the name every table shows for it."""
+
+    encoder: Any
+    label: str
+
+    @classmethod
+    def resolve(cls, encoder: Any = AUTO) -> EncoderChoice:
+        if encoder is None:
+            return cls(None, "none (exploration metrics off)")
+        if isinstance(encoder, EncoderChoice):
+            return encoder
+        if isinstance(encoder, str):
+            try:
+                chosen = exploration.default_encoder(None if encoder == AUTO else encoder)
+            except exploration.EncoderUnavailable as exc:
+                return cls(None, f"unavailable: {exc}")
+            return cls(chosen, chosen.name) if chosen is not None else cls(None, "none (exploration metrics off)")
+        return cls(encoder, encoder.name)
+
+
+def run_exploration(run: RunInput, encoder: Any) -> dict[str, float]:
+    """The four exploration metrics of one run, cached per run (by its snapshots' hashes) and encoder."""
+    empty = {name: NAN for name in EXPLORATION}
+    if encoder is None or run.load_snapshots is None:
+        return empty
+    cache_dir = getattr(encoder, "cache_dir", None)
+    cached = Path(cache_dir) / "runs" / f"{run.snapshot_key}.json" if cache_dir and run.snapshot_key else None
+    if cached is not None and cached.is_file():
+        try:
+            values = json.loads(cached.read_text())
+            if set(values) == set(EXPLORATION):
+                return {k: float(v) for k, v in values.items()}
+        except (OSError, ValueError):
+            pass
+    snapshots = run.load_snapshots()
+    if not snapshots:
+        return empty
+    vectors, baseline = exploration.embed_run(encoder, snapshots, run.load_baseline() if run.load_baseline else None)
+    values = exploration.exploration_metrics(vectors, baseline)
+    if cached is not None:
+        tmp = cached.with_name(f"{cached.stem}.{os.getpid()}.tmp")
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(values))
+            os.replace(tmp, cached)
+        except OSError:
+            pass  # a cache that cannot be written only costs time next run
+    return values
+
+
+def as_inputs(runs: list) -> list[RunInput]:
+    """Accepts RunInputs, (RunRecord, steps) and (RunRecord, steps, run_dir) tuples."""
+    inputs = []
+    for item in runs:
+        if isinstance(item, RunInput):
+            inputs.append(item)
+        elif isinstance(item, tuple) and isinstance(item[0], RunRecord):
+            inputs.append(from_record(*item))
+        else:
+            raise TypeError(f"cannot score {type(item).__name__}")
+    return inputs
+
+
+def _sem(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else NAN
+
+
+@dataclass
+class Scores:
+    """One row per run (``runs``), with the encoder the exploration metrics used."""
+
+    runs: pd.DataFrame
+    encoder: str = "none"
+
+    @classmethod
+    def from_runs(cls, runs: list, encoder: Any = AUTO) -> Scores:
+        choice = EncoderChoice.resolve(encoder)
+        inputs = as_inputs(runs)
+        explored = []
+        for run in inputs:
+            try:
+                explored.append(run_exploration(run, choice.encoder))
+            except exploration.EncoderUnavailable as exc:
+                # the encoder cannot run here: no run gets exploration metrics, and the tables say why
+                choice = EncoderChoice(None, f"unavailable: {exc}")
+                explored = [{name: NAN for name in EXPLORATION} for _ in inputs]
+                break
+        rows = [{"agent": run.agent, "model": run.model, "task": run.task, "seed": run.seed, **score_run(run),
+                 **values, "encoder": choice.label, "source": run.source}
+                for run, values in zip(inputs, explored)]
+        frame = pd.DataFrame(rows)
+        if not frame.empty:
+            frame[list(NUMERIC)] = frame[list(NUMERIC)].astype(float)
+        return cls(frame, choice.label)
+
+    def groups(self) -> list[tuple[tuple[str, str], Scores]]:
+        if self.runs.empty:
+            return []
+        return [(key, Scores(frame.reset_index(drop=True), self.encoder))
+                for key, frame in self.runs.groupby(list(KEY), sort=True)]
+
+    def per_task(self) -> pd.DataFrame:
+        """Mean and SEM over seeds for each task (SEM is NaN with one seed); notes joined."""
+        grouped = self.runs.groupby("task", sort=True)
+        out = grouped[["metric", "direction", "transform", "baseline_val", "baseline_test"]].first()
+        out["seeds"] = grouped.size()
+        for col in NUMERIC:
+            out[col] = grouped[col].mean()
+            out[f"{col}_sem"] = grouped[col].agg(_sem)
+        out["note"] = grouped["note"].agg(_join_notes)
+        out["encoder"] = self.encoder
+        return out
+
+    def summary(self) -> dict[str, float]:
+        """Plain mean over tasks (NaN skipped) of NI and every process metric."""
+        tasks = self.per_task()
+        return {col: float(tasks[col].mean(skipna=True)) if tasks[col].notna().any() else NAN
+                for col in ("raw_test", "ni", "ni_val", *PROCESS_COLUMNS)}
+
+
+def _join_notes(notes: pd.Series) -> str:
+    distinct = sorted(set(notes))
+    if len(distinct) > 1:
+        distinct = [n for n in distinct if n != "ok"]
+    return " | ".join(distinct)
+
+
+def best_over_seeds(values: pd.Series, direction: str) -> float:
+    values = values.dropna()
+    if values.empty:
+        return NAN
+    return float(values.max() if direction == "higher" else values.min())
+
+
+__all__ = ["AUTO", "EncoderChoice", "Scores", "as_inputs", "best_over_seeds", "run_exploration"]

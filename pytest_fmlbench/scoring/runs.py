@@ -1,0 +1,120 @@
+"""The scorer's view of one run (:class:`RunInput`), built from our run records.
+
+Original FML-bench result directories are read into the same view by :mod:`.original`, so both are
+scored by one code path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..record import RunRecord, RunStore, StepRecord
+
+BASELINE_SNAPSHOT = "snapshots/baseline.json"
+
+
+@dataclass(frozen=True)
+class StepView:
+    success: bool
+    metric: float | None
+
+
+@dataclass
+class RunInput:
+    agent: str
+    model: str
+    task: str
+    seed: int | str
+    metric: str
+    direction: str  # of the raw metric
+    norm_best: float
+    norm_worst: float | str
+    baseline_val: float | None
+    baseline_test: float | None
+    # the baseline validation value the run itself started from (the efficiency curve's G_0)
+    curve_baseline: float | None
+    steps: list[StepView]
+    total_steps: int
+    best_val: float | None
+    test: float | None
+    # "ok" when ``test`` is the final test's value; otherwise why the test earns nothing
+    test_reason: str
+    transform: str = "none"
+    tokens: float | None = None
+    wall_s: float | None = None
+    cost_usd: float | None = None
+    labels: list[str] = field(default_factory=list)
+    tested_baseline: bool = False
+    source: str = ""
+    # exploration inputs, read lazily: re-scoring a cached run never opens its snapshots
+    snapshot_key: str | None = None
+    load_snapshots: Callable[[], list[dict[str, str]]] | None = None
+    load_baseline: Callable[[], dict[str, str] | None] | None = None
+
+
+def test_reason(record: RunRecord) -> str:
+    if record.integrity == "violated":
+        return "integrity violated"
+    if record.status == "error":
+        return "run crashed"
+    if record.status == "running":
+        return "run incomplete"
+    if record.test_error:
+        return "test failed"
+    if record.constraint_violated:
+        return "constraint violated"
+    if record.test_metric is None:
+        return "test failed"
+    return "ok"
+
+
+def labels(record: RunRecord) -> list[str]:
+    """Our outcomes the original does not have, each visible in the note column."""
+    out = []
+    if record.status == "stopped":
+        out.append(f"stopped by budget ({record.stop_reason})" if record.stop_reason else "stopped by budget")
+    if record.sandbox == "unsandboxed":
+        out.append("unsandboxed")
+    if record.final_val_error and record.test_metric is not None:
+        out.append("final val re-run failed, test still run")
+    if record.test_error:
+        out.append(record.test_error.splitlines()[0][:100])
+    return out
+
+
+def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None = None) -> RunInput:
+    store = RunStore(Path(run_dir)) if run_dir is not None else None
+    baseline_name = record.baseline_snapshot
+    snapshot_key = None
+    if store is not None and steps:
+        digest = hashlib.sha256(json.dumps([s.snapshot_sha256 for s in steps]).encode())
+        if baseline_name and (store.dir / baseline_name).is_file():
+            digest.update(b"baseline" + hashlib.sha256((store.dir / baseline_name).read_bytes()).digest())
+        snapshot_key = digest.hexdigest()
+
+    def load_snapshots() -> list[dict[str, str]]:
+        return [store.read_snapshot(s.snapshot) for s in steps]
+
+    def load_baseline() -> dict[str, str] | None:
+        if baseline_name and (store.dir / baseline_name).is_file():
+            return store.read_snapshot(baseline_name)
+        return None
+
+    return RunInput(
+        agent=record.agent, model=record.model or "-", task=record.task, seed=record.seed,
+        metric=record.metric_key, direction=record.direction, transform=record.metric_transform,
+        norm_best=record.norm_best, norm_worst=record.norm_worst,
+        baseline_val=record.baseline_val, baseline_test=record.baseline_test, curve_baseline=record.baseline_val,
+        steps=[StepView(s.success, s.metric) for s in steps], total_steps=record.steps_used,
+        best_val=record.best_val, test=record.test_metric, test_reason=test_reason(record),
+        tokens=float(record.usage.total_tokens), wall_s=record.wall_clock_s, cost_usd=record.usage.cost_usd,
+        labels=labels(record),
+        tested_baseline=record.test_on_baseline, source=str(run_dir or ""),
+        snapshot_key=snapshot_key,
+        load_snapshots=load_snapshots if store is not None and steps else None,
+        load_baseline=load_baseline if store is not None else None,
+    )

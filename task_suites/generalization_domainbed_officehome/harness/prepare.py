@@ -1,0 +1,48 @@
+"""Materialise the OfficeHome-like digit domains for one split.
+
+--split val : the training domains (images and labels) into WORKSPACE/data/env{e}_{X,y}.npy,
+              a copy of their labels into PRIVATE (the evaluator never reads labels from the workspace).
+--split test: the held-out domain (Art)'s images (no labels) into OUT/test_X.npy, its labels into PRIVATE.
+Output is byte-for-byte deterministic.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from office_digits import TEST_ENV, TRAIN_ENVS, environments  # noqa: E402
+
+from pytest_fmlbench.evalkit import harness_args  # noqa: E402
+
+
+def main() -> None:
+    args = harness_args()
+    if args.private is None:
+        sys.exit("prepare.py: --private is required")
+    envs = environments()
+    args.private.mkdir(parents=True, exist_ok=True)
+    if args.split == "val":
+        if args.workspace is None:
+            sys.exit("prepare.py: --workspace is required for --split val")
+        data = args.workspace / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        for e in TRAIN_ENVS:
+            X, y = envs[e]
+            np.save(data / f"env{e}_X.npy", X)
+            np.save(data / f"env{e}_y.npy", y)
+            np.save(args.private / f"env{e}_y.npy", y)
+    else:
+        if args.out is None:
+            sys.exit("prepare.py: --out is required for --split test")
+        X, y = envs[TEST_ENV]
+        args.out.mkdir(parents=True, exist_ok=True)
+        np.save(args.out / "test_X.npy", X)
+        np.save(args.private / "test_y.npy", y)
+
+
+if __name__ == "__main__":
+    main()

