@@ -55,14 +55,14 @@ def _attempt(name, action):
     except OSError as exc:
         _found[name] = "refused: " + type(exc).__name__
 _attempt("private", lambda: _os.listdir("../private"))
-_attempt("harness", lambda: _os.listdir(_os.environ["TASK_HARNESS"]))
-_attempt("seeds", lambda: open(_os.path.join(_os.environ["TASK_HARNESS"], "data.py")).read()[:200])
-_found["arrays"] = sorted(_os.path.join(root, name) for root, _, names in _os.walk(_os.environ["PROJECT"])
+_attempt("harness", lambda: _os.listdir(_os.environ["FMLBENCH_EXPERIMENT_TASK_HARNESS"]))
+_attempt("seeds", lambda: open(_os.path.join(_os.environ["FMLBENCH_EXPERIMENT_TASK_HARNESS"], "data.py")).read()[:200])
+_found["arrays"] = sorted(_os.path.join(root, name) for root, _, names in _os.walk(_os.environ["FMLBENCH_EXPERIMENT_PROJECT"])
                           for name in names if name.endswith((".npy", ".npz")) and name != "visible_X.npy")
 print("ATTACK " + _json.dumps(_found), flush=True)
 class _Payload:
     def __reduce__(self):
-        return (open, (_os.environ["MARKER"], "w"))
+        return (open, (_os.environ["FMLBENCH_EXPERIMENT_MARKER"], "w"))
 _out = _sys.argv[_sys.argv.index("--out") + 1]
 with open(_os.path.join(_out, "backbone.pt"), "wb") as _f:
     _pickle.dump({"conv1.weight": _Payload()}, _f)
@@ -87,11 +87,11 @@ def test_editable_code_reaches_neither_labels_nor_the_evaluator(pytester, bench,
     marker = pytester.path / "evaluator_ran_agent_code"
     (pytester.path / "conftest.py").write_text(
         "import os\n"
-        f"os.environ['TASK_HARNESS'] = {str(task / 'harness')!r}\n"
-        f"os.environ['PROJECT'] = {str(pytester.path)!r}\n"
-        f"os.environ['MARKER'] = {str(marker)!r}\n")
+        f"os.environ['FMLBENCH_EXPERIMENT_TASK_HARNESS'] = {str(task / 'harness')!r}\n"
+        f"os.environ['FMLBENCH_EXPERIMENT_PROJECT'] = {str(pytester.path)!r}\n"
+        f"os.environ['FMLBENCH_EXPERIMENT_MARKER'] = {str(marker)!r}\n")
     agent = write_agent(ATTACK_AGENT.replace("{payload!r}", repr(ATTACK)))
-    bench(f"--agent={agent}", "--sandbox", "task_suites").assert_outcomes(passed=1)
+    bench(f"--agent={agent}", "task_suites").assert_outcomes(passed=1)
 
     record = load_record(pytester.path, TASK)
     run_dir = next((pytester.path / "reports" / "fmlbench" / "runs" / TASK).iterdir())
