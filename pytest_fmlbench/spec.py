@@ -24,6 +24,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .isolation import package_data
+
 TASK_FILE = "task.yaml"
 PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result"}
 
@@ -132,6 +134,25 @@ class Resources(_Strict):
         1024, gt=0, description="limit on the processes and threads one experiment may have at once")
 
 
+class Sandbox(_Strict):
+    """What the experiment's sandbox hides beyond its defaults."""
+
+    hide: list[str] = Field(
+        [], description="data the task's splits are built from that ships inside an installed package, as "
+        "'package:path/inside/it' (a file, or a folder whose non-code files are all hidden), e.g. "
+        "'sklearn:datasets/data/digits.csv.gz'; unreadable inside the sandbox, readable by the harness")
+
+    @field_validator("hide")
+    @classmethod
+    def _resource_syntax(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                package_data.Resource.parse(text)
+            except package_data.ResourceError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     version: int = 1
@@ -152,6 +173,7 @@ class TaskSpec(_Strict):
         None, gt=0, description="a baseline run's duration (val + test) on 2 CPU cores, for schedulers")
     knobs: Knobs | None = None
     resources: Resources = Resources()
+    sandbox: Sandbox = Sandbox()
 
     @field_validator("editable")
     @classmethod
@@ -249,4 +271,9 @@ def load_task(task_yaml: Path) -> Task:
     for pattern in spec.protected:
         if not any((root / "workspace").glob(pattern)):
             raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
+    for resource in spec.sandbox.hide:
+        try:
+            package_data.check(resource)
+        except package_data.ResourceError as exc:
+            raise TaskSpecError(f"{where}: field 'sandbox.hide': {exc}") from None
     return Task(spec, root)

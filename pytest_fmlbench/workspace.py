@@ -158,7 +158,7 @@ class Workspace:
         if self.sandboxed:
             view = isolation.ExperimentView(
                 workspace=self.path, out=out, read_only=self._protected_paths(),
-                hidden=[self.task.root, self.root.parent], gpus=gpus,
+                hidden=[self.task.root, self.root.parent], gpus=gpus, hide_data=tuple(spec.sandbox.hide),
             )
             argv = isolation.bwrap_argv(view, argv)
             env = isolation.sandbox_env(env)

@@ -2,11 +2,13 @@
 
 Inside, the experiment sees the interpreter, its libraries and the system read-only, its workspace
 (editable files writable, protected files read-only) and its ``{out}`` folder, and a private, empty
-``/tmp`` and ``$HOME``. It has no network, its own PID namespace (the harness is invisible and cannot
-be signalled; everything it starts dies with the step), no capabilities, no secrets, and a memory
-and a process limit that end the step, never the harness. See ``mounts`` for the allowlist and
-``limits`` for the limits. Where this cannot be set up, items error before any step unless the user
-opts out with ``--no-sandbox``, and such runs are marked ``unsandboxed`` everywhere.
+``/tmp`` and ``$HOME``. Data sets that ship inside installed packages (the task's declared sources
+and the ``package_data`` defaults) cannot be read there. It has no network, its own PID namespace
+(the harness is invisible and cannot be signalled; everything it starts dies with the step), no
+capabilities, no secrets, and a memory and a process limit that end the step, never the harness. See
+``mounts`` for the allowlist, ``package_data`` for the masked data and ``limits`` for the limits.
+Where this cannot be set up, items error before any step unless the user opts out with
+``--no-sandbox``, and such runs are marked ``unsandboxed`` everywhere (and see the bundled data).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import limits, mounts
+from . import limits, mounts, package_data
 from .gpu import device_minors
 from .limits import LimitSpec, LimitsUnavailable
 
@@ -45,10 +47,19 @@ class ExperimentView:
     read_only: list[Path]       # protected files and folders inside the workspace
     hidden: list[Path]          # paths that must stay invisible even if an allowed tree contains them
     gpus: tuple[str, ...] = ()
+    hide_data: tuple[str, ...] = ()  # package resources ('sklearn:datasets/data/digits.csv.gz') the task's data comes from
 
 
 def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
-    """``argv`` wrapped in bubblewrap with the allowlisted view of the machine."""
+    """``argv`` wrapped in bubblewrap with the allowlisted view of the machine.
+
+    Raises SandboxUnavailable when a declared data resource cannot be found: its data may have moved
+    where no mask covers it.
+    """
+    try:
+        masks = package_data.masks(view.hide_data)
+    except package_data.ResourceError as exc:
+        raise SandboxUnavailable(f"the task's data cannot be hidden from the experiment: {exc}") from None
     args = [
         "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         *mounts.system_binds(),
@@ -61,6 +72,8 @@ def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
     for path in view.read_only:
         args += ["--ro-bind", str(path), str(path)]
     args += ["--bind", str(view.out), str(view.out)]
+    # last, so that no later bind of a tree shows the data again
+    args += masks.binds()
     # nothing outside the binds above can be created or changed, not even in the sandbox's own root
     args += ["--remount-ro", "/", "--chdir", str(view.workspace), "--"]
     return args + argv
