@@ -223,3 +223,87 @@ def test_inside_the_sandbox_bundled_data_is_gone_and_its_packages_still_import(t
     from sklearn.datasets import load_digits
 
     assert load_digits().data.shape == (1797, 64)
+
+
+# Appended to algorithm.py: runs in every val and test experiment, before the method. It tries every
+# route to the bundled originals of the hidden test split (the digits, and the photographs the hidden
+# OOD inputs are cut from) and prints what it could read. Documentation and code files are not data.
+PROBE = r'''
+import importlib.util as _ilu, os as _os, site as _site, sys as _sys
+_found = []
+try:
+    from sklearn.datasets import load_digits as _ld, load_sample_images as _ls
+    _found.append(f"load_digits {_ld().data.shape}")
+except Exception as _exc:
+    print("PROBE load_digits refused:", type(_exc).__name__)
+try:
+    _found.append(f"load_sample_images {len(_ls().images)}")
+except Exception as _exc:
+    print("PROBE load_sample_images refused:", type(_exc).__name__)
+_root = _ilu.find_spec("sklearn").submodule_search_locations[0]
+for _rel in ("datasets/data/digits.csv.gz", "datasets/images/china.jpg", "datasets/images/flower.jpg"):
+    try:
+        with open(_os.path.join(_root, _rel), "rb") as _fh:
+            _found.append(f"{_rel} {len(_fh.read())} bytes")
+    except OSError as _exc:
+        print("PROBE open refused:", _rel, type(_exc).__name__)
+_not_data = (".py", ".pyc", ".pyi", ".rst", ".html", ".h")
+for _top in sorted({*_site.getsitepackages(), _sys.prefix, _sys.base_prefix, *[p for p in _sys.path if p]}):
+    for _dir, _dirs, _files in _os.walk(_top, onerror=lambda e: None):
+        for _name in _files:
+            if ("digit" in _name.lower() or _name in ("china.jpg", "flower.jpg")) and not _name.endswith(_not_data):
+                try:
+                    with open(_os.path.join(_dir, _name), "rb") as _fh:
+                        if _fh.read(1):
+                            _found.append(_os.path.join(_dir, _name))
+                except OSError:
+                    pass
+print("PROBE found:", sorted(set(_found)) or "nothing", flush=True)
+'''
+
+PROBE_AGENT = '''
+from pytest_fmlbench import Agent, WholeFile
+
+PROBE = {probe!r}
+
+
+class MyAgent(Agent):
+    def run(self, session):
+        edit = session.edit([WholeFile("algorithm.py", session.files["algorithm.py"] + "\\n" + PROBE)])
+        assert edit.applied, edit.error
+        session.run_step("look for the bundled originals", edit=edit)
+'''
+
+
+def test_the_probe_finds_the_originals_outside_the_sandbox(tmp_path):
+    """The probe is able: run plainly, as the harness runs, it reads every original."""
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    found = [line for line in done.stdout.splitlines() if line.startswith("PROBE found:")]
+    assert len(found) == 1 and "load_digits (1797, 64)" in found[0] and "digits.csv.gz" in found[0], done.stdout
+    assert "china.jpg" in found[0] and "load_sample_images 2" in found[0]
+
+
+@needs_bwrap
+def test_agent_code_cannot_read_the_bundled_originals_of_a_real_task(pytester, bench, write_agent):
+    """robustness_openood carves its hidden test digits out of sklearn's digits and its hidden OOD
+    inputs out of sklearn's photographs: inside the sandbox, no route reaches either, and the score
+    is the baseline's."""
+    task = "robustness_openood"
+    shutil.copytree(REPO / "task_suites" / task, pytester.path / task)
+    agent = write_agent(PROBE_AGENT.replace("{probe!r}", repr(PROBE)))
+    result = bench(f"--agent={agent}", task)
+    result.assert_outcomes(passed=1)
+    run = next((pytester.path / "reports" / "fmlbench" / "runs" / task).glob("*"))
+    logs = {p.name: p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log"))}
+    probed = {name: text for name, text in logs.items() if "PROBE found:" in text}
+    # the step's val run, and the final val and test runs with the best code
+    assert len(probed) == 3 and any("test" in name for name in probed), sorted(logs)
+    for name, text in probed.items():
+        assert "PROBE found: nothing" in text, (name, [l for l in text.splitlines() if l.startswith("PROBE")])
+        assert "PROBE load_digits refused: FileNotFoundError" in text
+        assert "PROBE load_sample_images refused: FileNotFoundError" in text
+    record = load_record(pytester.path, task)
+    spec = load_task(pytester.path / task / "task.yaml").spec
+    assert record["sandbox"] == "bwrap" and record["integrity"] == "ok" and record["steps_used"] == 1
+    # the harness, outside the sandbox, still built the data from the originals: the baseline's score
+    assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
