@@ -97,6 +97,12 @@ def test_a_folder_keeps_its_code_and_loses_its_data(fake_package):
     assert (copy / "__init__.py").read_text() == "LOADER = 1\n"
 
 
+def test_a_code_file_named_on_its_own_is_unreadable_even_inside_a_hidden_folder(fake_package):
+    masks = package_data.masks(["fakepkg:data", "fakepkg:data/__init__.py"])
+    assert str(fake_package / "data") in masks.folders
+    assert str(fake_package / "data" / "__init__.py") in masks.files
+
+
 def test_a_file_is_made_unreadable(fake_package):
     masks = package_data.masks(["fakepkg:data/table.csv"])
     assert masks.files == (str(fake_package / "data" / "table.csv"),)

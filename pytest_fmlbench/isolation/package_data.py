@@ -142,7 +142,9 @@ def masks(declared: tuple[str, ...] | list[str] = ()) -> Masks:
     paths = {p for p in paths if _visible(p)}
     folders = sorted(p for p in paths if os.path.isdir(p))
     folders = [f for f in folders if not any(_under(f, g) for g in folders if g != f)]
-    files = sorted(p for p in paths if not os.path.isdir(p) and not any(_under(p, g) for g in folders))
+    # a data file inside a hidden folder is absent from its copy; a code file named on its own is not
+    files = sorted(p for p in paths if not os.path.isdir(p)
+                   and not (any(_under(p, g) for g in folders) and not _CODE.search(p)))
     return Masks(tuple(folders), tuple(files))
 
 
