@@ -40,7 +40,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help="stop a run (status 'stopped') once its LLM calls used more than N tokens")
     group.addoption("--price-table", metavar="FILE",
                     help="JSON/YAML LLM prices (USD per 1M tokens: input, cached_input, output) laid over "
-                    "the built-in table")
+                    "the providers' list prices (from genai-prices)")
     group.addoption("--llm-timeout", type=float, default=600.0, metavar="S", help="per LLM request (default 600)")
     group.addoption("--llm-retries", type=int, default=6, metavar="N",
                     help="retries after a 429, 5xx, timeout or dropped connection (default 6)")
