@@ -51,6 +51,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--seeds", type=int, default=1, metavar="K", help="seeds per task (default 1)")
     group.addoption("--fmlbench-out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"where run records and reports go (default {DEFAULT_OUT}, relative to the current directory)")
+    group.addoption("--fmlbench-html", metavar="FILE",
+                    help="at the end of the session, write a static HTML report of its runs here (tables, each "
+                    "task's best-so-far curve, every step with its code diff); opens from disk, no network")
     group.addoption("--fresh", action="store_true", help="recompute runs instead of reusing recorded ones")
     group.addoption("--no-sandbox", action="store_true",
                     help="run experiments WITHOUT the bubblewrap sandbox (by default each experiment sees only "
