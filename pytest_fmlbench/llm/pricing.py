@@ -14,14 +14,16 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import yaml
-from genai_prices import Usage as PricedUsage
-from genai_prices import data_snapshot
-from genai_prices.types import ModelInfo, TieredPrices
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..record import Usage
 from .errors import LLMSetupError
+
+if TYPE_CHECKING:
+    from genai_prices.types import ModelInfo
 
 # dated snapshots and aliases share their family's price: gpt-4.1-2025-04-14, claude-sonnet-4-20250514
 _SNAPSHOT_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
@@ -105,6 +107,8 @@ class PriceTable:
         if listed.cache_read_mtok is None and cached_tokens:
             # no cache-read price listed: cached tokens cost as ordinary input, never less than we know
             cached_tokens = 0
+        from genai_prices import Usage as PricedUsage
+
         calc = listed.calc_price(PricedUsage(input_tokens=input_tokens, cache_read_tokens=cached_tokens,
                                              output_tokens=output_tokens))
         return float(calc["total_price"])
@@ -121,6 +125,9 @@ class PriceTable:
         provider_id = _GENAI_PROVIDER.get(provider)
         if provider_id is None:
             return None
+        # imported (and its price data read, ~0.7 s) only when a hosted model is priced
+        from genai_prices import data_snapshot
+
         snapshot = data_snapshot.get_snapshot()
         refs = [(provider_id, model)]
         if provider == "openrouter" and "/" in model:  # openrouter's vendor/model: else the vendor's list price
@@ -145,8 +152,9 @@ def _names(model: str) -> list[str]:
     return names
 
 
-def _base(price: Decimal | TieredPrices) -> float:
-    return float(price.base if isinstance(price, TieredPrices) else price)
+def _base(price) -> float:
+    """A flat price, or the first tier of a tiered one (e.g. prompts up to 200k tokens)."""
+    return float(price if isinstance(price, Decimal) else price.base)
 
 
 def _read_user_table(path: Path) -> dict[str, Price]:
