@@ -45,6 +45,8 @@ SchedulerParameters=sched_interval=1
 ReturnToService=2
 MinJobAge=300
 JobRequeue=1
+KillWait=5
+AuthInfo=cred_expire=5
 SlurmdParameters=config_overrides
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none

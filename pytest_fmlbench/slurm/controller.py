@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -134,8 +135,12 @@ class SlurmController:
             verb = "re-attached to" if run_id in self.attached else "submitted"
             pytest.skip(f"--slurm-detach: {verb} Slurm job {job.job_id} ({state}); run the same command "
                         "again to collect it")
+        capture = self.config.pluginmanager.getplugin("capturemanager")
         try:
-            result = self._wait(job)
+            # the live display writes from its thread while this item waits: not into the item's captured output
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                result = self._wait(job)
+            self._write_live()
         except KeyboardInterrupt:
             self.cancel_all()
             raise

@@ -8,12 +8,17 @@ never through a file.
 from __future__ import annotations
 
 import os
+import socket
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import submitit
+
+
+BUSY_WAIT_S = 180
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,17 @@ def run_item(spec: JobSpec) -> dict[str, Any]:
     bench = BenchConfig.from_pytest(_OptionView(spec.options, spec.invocation_dir))
     settings = replace(bench.settings, log=lambda msg: print(msg, flush=True))
     task = load_task(Path(spec.task_root) / TASK_FILE)
-    try:
-        outcome = execute(task, spec.seed, settings)
-    except (RunError, RunBusy) as exc:
-        return {"error": str(exc), "kind": type(exc).__name__}
+    # a cancelled or requeued predecessor may still hold the run's lock while Slurm kills it
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        try:
+            outcome = execute(task, spec.seed, settings)
+            break
+        except RunBusy as exc:
+            if time.monotonic() > deadline:
+                return {"error": f"{exc} (node {socket.gethostname()})", "kind": "RunBusy"}
+            time.sleep(2)
+        except RunError as exc:
+            return {"error": f"{exc} (node {socket.gethostname()})", "kind": "RunError"}
     return {"error": None, "run_dir": str(outcome.store.dir), "status": outcome.record.status,
             "reused": outcome.reused}
