@@ -25,7 +25,7 @@ write_config() {
   mkdir -p "$CONF_DIR" "$STATE/ctld" "$STATE/d" "$STATE/log"
   cat >"$CONF_DIR/slurm.conf" <<CONF
 ClusterName=fmlbench
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmctldPort=6817
 SlurmdPort=6818
@@ -52,7 +52,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt
-NodeName=$host CPUs=$NODE_CPUS RealMemory=$mem State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
 }
