@@ -70,6 +70,9 @@ up() {
   install
   start_munge
   if ! sinfo -h >/dev/null 2>&1; then
+    if [ -f "$CONF_DIR/slurm.conf" ] && ! grep -q '^ClusterName=fmlbench$' "$CONF_DIR/slurm.conf"; then
+      echo "slurm-local: $CONF_DIR/slurm.conf belongs to another cluster; not touching it" >&2; exit 1
+    fi
     write_config
     nohup slurmctld -D >"$STATE/log/slurmctld.out" 2>&1 &
     echo $! >"$STATE/slurmctld.launcher"

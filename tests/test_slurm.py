@@ -208,3 +208,28 @@ def test_slurm_not_reachable_is_one_line(project: Path, bench, monkeypatch) -> N
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --slurm: the Slurm controller does not answer*"])
     assert not (project / "reports").exists()
+
+
+def test_readme_cluster_command_on_two_real_tasks(pytester: pytest.Pytester, slurm_cluster) -> None:
+    """The README's commands, as written (the repository's pytest configuration: testpaths = task_suites)."""
+    readme = (REPO / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("pytest ") and "--slurm" in line
+                and "continual_learning" in line]
+    assert len(commands) == 2, commands
+    out = pytester.path / "out"
+    detach_cmd, run_cmd = sorted(commands, key=lambda c: "--slurm-detach" not in c)
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(f"{sys.executable} -m {command} -p no:cacheprovider --fmlbench-out={out} -rA",
+                              shell=True, cwd=REPO, capture_output=True, text=True, timeout=900)
+
+    detached = run(detach_cmd)
+    assert detached.returncode == 0, detached.stdout[-3000:]
+    assert "slurm: submitted 2 job(s)" in detached.stdout
+    finished = run(run_cmd)
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    assert "slurm: submitted 0 job(s), re-attached to 2" in finished.stdout  # the detached jobs, not new ones
+    records = [json.loads(p.read_text()) for p in out.glob("runs/*/*/record.json")]
+    assert sorted(r["task"] for r in records) == ["continual_learning_continual_learning", "generalization_domainbed"]
+    assert all(r["status"] == "finished" and r["test_metric"] is not None for r in records), records
+    assert "Raw Performance" in finished.stdout
