@@ -84,10 +84,12 @@ def configure(config: pytest.Config, bench) -> None:
         return
     if config.getoption("numprocesses", None):
         raise pytest.UsageError("--slurm runs each item as its own Slurm job: drop -n (xdist workers are not used)")
-    partition = config.getoption("slurm_partition") or config.getini("slurm_partition") or None
     time_text = config.getoption("slurm_time") or config.getini("slurm_time") or None
     time_min = _minutes(str(time_text)) if time_text else None
     opts = _parse_opts([*config.getini("slurm_opts"), *config.getoption("slurm_opt")])
+    # a partition given as --slurm-opt partition=NAME is checked like --slurm-partition
+    partition = (config.getoption("slurm_partition") or str(opts.pop("partition", ""))
+                 or config.getini("slurm_partition") or None)
     try:
         partitions = cluster.partitions()
     except cluster.SlurmUnreachable as exc:
