@@ -208,6 +208,8 @@ def test_slurm_not_reachable_is_one_line(project: Path, bench, monkeypatch) -> N
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --slurm: the Slurm controller does not answer*"])
     assert not (project / "reports").exists()
+    # a controller that stops answering while items wait: their jobs may be running, so nothing fails
+    assert cluster.states(["1"]) == {"1": cluster.UNREACHABLE} and cluster.UNREACHABLE in cluster.ACTIVE
 
 
 def test_readme_cluster_command_on_two_real_tasks(pytester: pytest.Pytester, slurm_cluster) -> None:

@@ -1,8 +1,8 @@
 """What the controller asks Slurm directly: partitions, job states, cancellation.
 
 Submission, job files, results and requeueing go through submitit. Job states come from
-``scontrol show job`` (what slurmctld knows now, also on clusters without accounting) and, for jobs
-slurmctld has already forgotten, from submitit's own sacct query.
+``scontrol show job`` (what slurmctld knows now, also on clusters without accounting, where submitit's
+sacct query has no answer) and, for jobs slurmctld has already forgotten, from sacct.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ import submitit
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",
           "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD", "PREEMPTED"}
 GONE = "GONE"  # slurmctld and accounting know nothing of the job any more
+# slurmctld did not answer this time (restarting, overloaded): the job may well be running, so keep waiting
+UNREACHABLE = "SLURM-UNREACHABLE"
+ACTIVE.add(UNREACHABLE)
 
 
 class SlurmUnreachable(RuntimeError):
@@ -51,13 +54,15 @@ def states(job_ids: list[str]) -> dict[str, str]:
     if job_ids:
         try:
             done = _run(["scontrol", "-o", "show", "job"])
-            for line in done.stdout.splitlines():
-                jid = re.search(r"(?:^|\s)JobId=(\S+)", line)
-                state = re.search(r"(?:^|\s)JobState=(\S+)", line)
-                if jid and state and jid.group(1) in job_ids:
-                    found[jid.group(1)] = state.group(1)
         except (OSError, subprocess.TimeoutExpired):
-            pass
+            return dict.fromkeys(job_ids, UNREACHABLE)
+        if done.returncode != 0:
+            return dict.fromkeys(job_ids, UNREACHABLE)
+        for line in done.stdout.splitlines():
+            jid = re.search(r"(?:^|\s)JobId=(\S+)", line)
+            state = re.search(r"(?:^|\s)JobState=(\S+)", line)
+            if jid and state and jid.group(1) in job_ids:
+                found[jid.group(1)] = state.group(1)
     for jid in job_ids:
         if jid not in found:
             found[jid] = _accounted_state(jid)
@@ -65,12 +70,13 @@ def states(job_ids: list[str]) -> dict[str, str]:
 
 
 def _accounted_state(job_id: str) -> str:
+    """What accounting (sacct) remembers of a job slurmctld has purged; GONE without accounting."""
     try:
-        state = submitit.SlurmJob(folder="/nonexistent", job_id=job_id).watcher.get_state(job_id, mode="force")
-    except Exception:  # submitit logs sacct's own errors; no accounting means no answer
+        done = _run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id])
+    except (OSError, subprocess.TimeoutExpired):
         return GONE
-    state = (state or "UNKNOWN").split()[0]
-    return GONE if state == "UNKNOWN" else state
+    words = done.stdout.split()
+    return words[0] if done.returncode == 0 and words else GONE
 
 
 def cancel(job_ids: list[str]) -> None:
