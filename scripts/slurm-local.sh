@@ -64,10 +64,12 @@ start_munge() {
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge
   runuser -u munge -- munged
+  touch "$STATE/munged.ours"
 }
 
 up() {
   install
+  mkdir -p "$STATE"
   start_munge
   if ! sinfo -h >/dev/null 2>&1; then
     if [ -f "$CONF_DIR/slurm.conf" ] && ! grep -q '^ClusterName=fmlbench$' "$CONF_DIR/slurm.conf"; then
@@ -96,6 +98,10 @@ down() {
       rm -f "$STATE/$daemon.launcher"
     fi
   done
+  if [ -f "$STATE/munged.ours" ] && [ -f /run/munge/munged.pid ]; then
+    kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+    rm -f "$STATE/munged.ours"
+  fi
   echo "slurm-local: stopped"
 }
 
