@@ -57,14 +57,18 @@ PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
 }
 
+munge_works() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }
+
 start_munge() {
-  pgrep -x munged >/dev/null && return 0
+  munge_works && return 0
   [ -s /etc/munge/munge.key ] || { mungekey --create >/dev/null 2>&1 || create-munge-key -f >/dev/null; }
   chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge
   runuser -u munge -- munged
   touch "$STATE/munged.ours"
+  for _ in $(seq 20); do munge_works && return 0; sleep 0.25; done
+  echo "slurm-local: munged did not start (see /var/log/munge/munged.log)" >&2; exit 1
 }
 
 up() {
@@ -94,7 +98,10 @@ up() {
 down() {
   for daemon in slurmd slurmctld; do
     if [ -f "$STATE/$daemon.launcher" ]; then
-      kill "$(cat "$STATE/$daemon.launcher")" 2>/dev/null || true
+      pid=$(cat "$STATE/$daemon.launcher")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+      kill -9 "$pid" 2>/dev/null || true
       rm -f "$STATE/$daemon.launcher"
     fi
   done
