@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup sandbox browser demo test
+.PHONY: setup sandbox browser demo test slurm-up slurm-down
 setup: $(VENV)/.installed sandbox
 
 # experiments run inside bubblewrap by default; root installs it, anyone else is told how
@@ -44,3 +44,10 @@ demo: setup
 
 test: setup browser
 	$(PY) -m pytest tests -n 2 --dist worksteal
+
+# a one-node Slurm cluster on this host (installs slurm-wlm and munge as root): for `pytest --slurm` and its tests
+slurm-up:
+	scripts/slurm-local.sh up
+
+slurm-down:
+	scripts/slurm-local.sh down

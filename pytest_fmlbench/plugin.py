@@ -13,9 +13,11 @@ from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
 from .reports import summary
 from .scoring.aggregate import Scores
+from .slurm import add_slurm_options, configure as configure_slurm
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    add_slurm_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -35,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{mark}: {text}")
     bench = BenchConfig.from_pytest(config)
     config.stash[BENCH_KEY] = bench
+    configure_slurm(config, bench)
     # xdist workers report to the controller, which alone aggregates and prints
     if bench is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(ResultsCollector(config, bench), "fmlbench-results")
