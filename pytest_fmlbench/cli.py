@@ -2,7 +2,8 @@
 
 ``fmlbench score DIR`` recomputes the tables offline from run records (ours) or from a results
 directory written by the original FML-bench, or both. Each subcommand is a ``(name, add_arguments,
-run)`` entry in ``COMMANDS``; new ones are added there.
+run)`` entry in ``COMMANDS``; new ones are added there. ``fmlbench compare OLD NEW`` compares two
+sessions (folders of runs or saved sessions), task by task.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cli_agents
+from . import cli_agents, cli_compare
 from .report import find_run_dirs, load_runs, render, write_csvs
 
 
@@ -84,6 +85,7 @@ def run_score(args: argparse.Namespace) -> int:
 COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
     ("score", "print the tables for every run found under RUN_DIR", add_score_arguments, run_score),
     cli_agents.COMMAND,
+    cli_compare.COMMAND,
 ]
 
 

@@ -1,0 +1,189 @@
+"""Compare and gate: real sessions of the plugin, a user agent whose quality an option sets."""
+
+import csv
+import json
+import sys
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_encoder(monkeypatch):
+    """The exploration metrics play no part in a comparison; loading their encoder would only cost time."""
+    monkeypatch.setenv("FMLBENCH_ENCODER", "none")
+
+# lr/epochs set the quality: lr=0.5, epochs=100 beats the baseline (test 0.72); lr=0.001, epochs=1 does not.
+# With jitter, each seed trains a different number of epochs (session.rng is seeded by the seed), so
+# seeds differ and the comparison has noise to measure.
+TUNABLE_AGENT = """
+    import json
+
+    from pytest_fmlbench import Agent, AgentOptions, WholeFile
+
+    class Options(AgentOptions):
+        lr: float = 0.5
+        epochs: int = 100
+        jitter: bool = False
+
+    class Tunable(Agent):
+        name = "tunable"
+        Options = Options
+
+        def run(self, session):
+            epochs = self.options.epochs + (session.rng.randint(0, 40) if self.options.jitter else 0)
+            config = {"lr": self.options.lr, "epochs": epochs}
+            edit = session.edit([WholeFile("config.json", json.dumps(config))])
+            session.run_step("improve", plan="set lr and epochs", edit=edit)
+"""
+GOOD = ("--agent-opt", "lr=0.5", "--agent-opt", "epochs=100")
+BAD = ("--agent-opt", "lr=0.001", "--agent-opt", "epochs=1")
+
+
+def sessions_of(project):
+    return sorted((project / "reports" / "fmlbench" / "sessions").glob("*.json"))
+
+
+def fmlbench(pytester, *args):
+    return pytester.run(sys.executable, "-m", "pytest_fmlbench.cli", *args)
+
+
+def test_gate_fails_a_worse_session_with_one_line_per_task(pytester, toy, bench, write_agent):
+    agent = f"--agent={write_agent(TUNABLE_AGENT, cls='Tunable')}"
+    good = bench(agent, *GOOD, "--fmlbench-out=old", "toy_task")
+    good.assert_outcomes(passed=1)
+    old_ni = json.loads(next((pytester.path / "old" / "runs").rglob("record.json")).read_text())["test_metric"] - 0.72
+    assert old_ni > 0.05  # the good configuration is provably better than the baseline
+
+    result = bench(agent, *BAD, "--fmlbench-compare=old", "--fmlbench-fail-on-regression=0.05", "-n", "2", "toy_task")
+    result.assert_outcomes(passed=1)  # every item passed, and still:
+    assert result.ret == 1
+    lines = [line for line in result.stdout.lines if line.startswith("regression:")]
+    assert len(lines) == 1, result.stdout.str()
+    assert lines[0].startswith(f"regression: toy_task (tunable/-): NI {old_ni:.4g} -> 0 (drop {old_ni:.4g}; ")
+    assert "no seeds: noise unknown" in lines[0]
+    result.stdout.fnmatch_lines(["*FML-bench comparison*", "*toy_task*", "*FAILED: 1 task(s) lost more than 0.05 NI*"])
+
+    # the same comparison without a threshold only prints
+    shown = bench(agent, *BAD, "--fmlbench-compare=old", "toy_task")
+    assert shown.ret == 0
+    shown.stdout.fnmatch_lines(["*FML-bench comparison*"])
+    assert not [line for line in shown.stdout.lines if line.startswith("regression:")]
+
+
+def test_no_regression_passes_and_last_names_the_previous_session(pytester, toy, bench, write_agent):
+    agent = f"--agent={write_agent(TUNABLE_AGENT, cls='Tunable')}"
+    first = bench(agent, *BAD, "toy_task")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["session saved as 0001_*; compare with it later: --fmlbench-compare=last"])
+    assert len(sessions_of(pytester.path)) == 1
+
+    better = bench(agent, *GOOD, "--fmlbench-compare=last", "--fmlbench-fail-on-regression=0.05", "toy_task")
+    assert better.ret == 0, better.stdout.str()
+    better.stdout.fnmatch_lines(["*no task lost more than 0.05 NI against session 0001_*"])
+    saved = sessions_of(pytester.path)
+    assert [p.name[:5] for p in saved] == ["0001_", "0002_"]
+
+    # 'last' is now the better session: the bad configuration, reused from its record, regresses against it
+    worse = bench(agent, *BAD, "--fmlbench-compare=last", "--fmlbench-fail-on-regression=0.05", "toy_task")
+    assert worse.ret == 1
+    worse.stdout.fnmatch_lines(["regression: toy_task (tunable/-): NI *-> 0 (drop *", "*against session 0002_*"])
+
+    session = json.loads(saved[1].read_text())
+    assert session["number"] == 2 and len(session["runs"]) == 1
+    run = session["runs"][0]
+    assert run["nodeid"].endswith("toy_task[seed0]") and (pytester.path / "reports" / "fmlbench" / run["run_dir"]).is_dir()
+    assert run["scores"]["ni"] > 0.05 and run["scores"]["task"] == "toy_task"
+
+    # the command line takes the same names: last-1 (session 3's predecessor, the better one) against 1
+    out = fmlbench(pytester, "compare", "1", "last-1", "--fmlbench-out", "reports/fmlbench", "--json", "cmp.json",
+                   "--csv", "cmp.csv")
+    assert out.ret == 0, out.stderr.str()
+    out.stdout.fnmatch_lines(["*Comparison: session 0001_* (old) -> session 0002_* (new)*", "*toy_task*"])
+    data = json.loads((pytester.path / "cmp.json").read_text())
+    (row,) = data["tasks"]
+    assert row["task"] == "toy_task" and row["ni_old"] == 0 and row["ni_delta"] > 0.05
+    assert row["ni_verdict"] == "no seeds: noise unknown" and "t-test" in data["rule"]
+    (csv_row,) = csv.DictReader((pytester.path / "cmp.csv").open())
+    assert csv_row["task"] == "toy_task" and float(csv_row["ni_delta"]) == row["ni_delta"]
+
+
+def test_seeds_give_mean_and_sem_and_say_which_changes_exceed_the_noise(pytester, toy, bench, write_agent):
+    agent = f"--agent={write_agent(TUNABLE_AGENT, cls='Tunable')}"
+    jitter = ("--agent-opt", "jitter=true", "--seeds=3")
+    bench(agent, "--agent-opt", "lr=0.05", "--agent-opt", "epochs=5", *jitter, "--fmlbench-out=old", "toy_task") \
+        .assert_outcomes(passed=3)
+    bench(agent, *GOOD, *jitter, "--fmlbench-out=new", "toy_task").assert_outcomes(passed=3)
+    out = fmlbench(pytester, "compare", "old", "new", "--json", "cmp.json", "--width", "250")
+    assert out.ret == 0, out.stderr.str()
+    (row,) = json.loads((pytester.path / "cmp.json").read_text())["tasks"]
+    assert row["paired_seeds"] == 3 and row["old_seeds"] == "0 1 2"
+    assert row["ni_old_sem"] is not None and row["ni_delta_sem"] is not None and row["test_delta_sem"] is not None
+    assert row["ni_p"] is not None and 0 <= row["ni_p"] <= 1
+    assert row["ni_verdict"].startswith(("exceeds noise (p=", "within noise (p="))
+    assert (row["ni_p"] < 0.05) == row["ni_verdict"].startswith("exceeds")
+    out.stdout.fnmatch_lines(["*toy_task*3 paired*±*±*"])
+    # the same folder against itself: no change on any seed
+    same = fmlbench(pytester, "compare", "new", "new", "--json", "same.json")
+    (row,) = json.loads((pytester.path / "same.json").read_text())["tasks"]
+    assert row["ni_delta"] == 0 and row["ni_verdict"] == "no change"
+
+
+def test_one_agent_against_another_and_tasks_on_one_side_only(pytester, toy, bench):
+    import shutil
+
+    import yaml
+
+    other = pytester.path / "other_task"
+    shutil.copytree(toy, other)
+    spec = yaml.safe_load((other / "task.yaml").read_text())
+    (other / "task.yaml").write_text(yaml.safe_dump({**spec, "id": "other_task"}, sort_keys=False))
+    bench("--agent=baseline", "--fmlbench-out=old", "toy_task", "other_task").assert_outcomes(passed=2)
+    bench("--agent=random-search", "--steps=2", "--fmlbench-out=new", "toy_task").assert_outcomes(passed=1)
+    out = fmlbench(pytester, "compare", "old", "new", "--csv", "cmp.csv", "--width", "250")
+    assert out.ret == 0, out.stderr.str()
+    out.stdout.fnmatch_lines(["*baseline/- -> random-search/-*toy_task*", "only in OLD (old): other_task (*",
+                              "matched on task (one agent/model a side, different ones)*"])
+    rows = list(csv.DictReader((pytester.path / "cmp.csv").open()))
+    assert [(r["task"], r["only_in"]) for r in rows] == [("toy_task", ""), ("other_task", "old")]
+
+
+def test_bad_input_is_one_clear_line(pytester, toy, bench):
+    (pytester.path / "empty").mkdir()
+    for args, message in (
+        (("--fmlbench-compare=empty",), "ERROR: --fmlbench-compare: no run records (record.json) or original results "
+                                        "(summary.json) under */empty"),
+        (("--fmlbench-compare=last",), "ERROR: --fmlbench-compare: no saved session 'last' in */sessions (none saved yet)"),
+        (("--fmlbench-compare=nightly",), "ERROR: --fmlbench-compare: unknown saved session 'nightly' in */sessions*"),
+        (("--fmlbench-compare=empty", "--fmlbench-fail-on-regression=-0.1"),
+         "ERROR: --fmlbench-fail-on-regression must be 0 or more (an NI drop), got -0.1"),
+        (("--fmlbench-fail-on-regression=0.05",), "ERROR: --fmlbench-fail-on-regression needs --fmlbench-compare=*"),
+    ):
+        result = bench("--agent=baseline", *args, "toy_task")
+        assert result.ret == 4, (args, result.stdout.str())
+        result.stderr.fnmatch_lines([message])
+        assert "Traceback" not in result.stderr.str() and len(result.stderr.lines) <= 2, result.stderr.str()
+    # nothing ran, nothing was saved
+    assert not (pytester.path / "reports").exists()
+
+    for args, message in ((("empty", "empty"), "fmlbench: no run records (record.json) or original results*"),
+                          (("last", "empty"), "fmlbench: no saved session 'last' in reports/fmlbench/sessions*"),
+                          (("empty", "empty", "--fail-on-regression", "-1"), "fmlbench: --fail-on-regression must be*")):
+        out = fmlbench(pytester, "compare", *args)
+        assert out.ret == 2 and out.stderr.lines[0:1] and len(out.stderr.lines) == 1, out.stderr.str()
+        out.stderr.fnmatch_lines([message])
+
+
+def test_sessions_sharing_an_output_folder_take_distinct_numbers(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pytest_fmlbench.compare import sessions
+
+    def save(i):
+        return sessions.save(tmp_path, [], commit="abc", args=[str(i)], exitstatus=0).name
+
+    with ThreadPoolExecutor(8) as pool:
+        names = list(pool.map(save, range(16)))
+    assert sorted(int(n[:4]) for n in names) == list(range(1, 17))
+    assert sessions.resolve("last", tmp_path).name.startswith("0016_")
+    assert sessions.resolve("last-15", tmp_path).name.startswith("0001_")
+    assert sessions.resolve("7", tmp_path).name.startswith("0007_")
