@@ -11,10 +11,10 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .diff import RULE, Comparison, Delta, TaskComparison
+from .diff import NO_SEEDS, RULE, Comparison, Delta, TaskComparison
 
 
-def _num(value: float, digits: int = 4, signed: bool = False) -> str:
+def _num(value: float, digits: int = 3, signed: bool = False) -> str:
     if value is None or math.isnan(value):
         return "n/a"
     return f"{value:+.{digits}g}" if signed else f"{value:.{digits}g}"
@@ -44,17 +44,23 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     table = Table(title=f"Comparison: {comparison.old_label} (old) -> {comparison.new_label} (new)",
                   title_justify="left")
-    for col, justify in (("Agent/model", "left"), ("Task", "left"), ("Seeds", "left"), ("NI old", "right"),
-                         ("NI new", "right"), ("Δ NI", "right"), ("NI change", "left"), ("Test old", "right"),
-                         ("Test new", "right"), ("Δ test", "right"), ("Test change", "left")):
-        table.add_column(col, justify=justify, overflow="fold")
+    table.add_column("Agent/model", overflow="fold")
+    table.add_column("Task", no_wrap=True)
+    table.add_column("Seeds", overflow="fold")
+    table.add_column("NI old -> new", justify="right", overflow="fold")
+    table.add_column("Δ NI", justify="right", no_wrap=True)
+    table.add_column("Test old -> new", justify="right", overflow="fold")
+    table.add_column("Δ test", justify="right", overflow="fold")
+    table.add_column("Beyond noise", overflow="fold")
+    if threshold is not None:
+        table.add_column(f"Gate: NI drop > {threshold:g}", no_wrap=True)
     regressed = {id(t) for t in comparison.regressions(threshold)} if threshold is not None else set()
     for t in comparison.tasks:
         arrow = "↑" if t.direction == "higher" else "↓"
-        ni = _cells(t.ni)
-        if id(t) in regressed:
-            ni[3] = f"REGRESSION (drop > {threshold:g}); {ni[3]}"
-        table.add_row(t.solver, t.task, _seeds(t), *ni, *_cells(t.test, unit=f" {t.metric} {arrow}"))
+        gate = [] if threshold is None else ["REGRESSION" if id(t) in regressed else "ok"]
+        table.add_row(t.solver, t.task, _seeds(t), _old_new(t.ni), _pm(t.ni.delta, t.ni.sem, signed=True),
+                      _old_new(t.test), f"{_pm(t.test.delta, t.test.sem, signed=True)} {t.metric} {arrow}",
+                      noise(t), *gate)
     console.print(table)
     for name, only in (("OLD", comparison.only_old), ("NEW", comparison.only_new)):
         if only:
@@ -64,8 +70,23 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     return buffer.getvalue()
 
 
-def _cells(d: Delta, unit: str = "") -> list[str]:
-    return [_pm(d.old, d.old_sem), _pm(d.new, d.new_sem), _pm(d.delta, d.sem, signed=True) + unit, d.verdict]
+def _old_new(d: Delta) -> str:
+    return f"{_pm(d.old, d.old_sem)} -> {_pm(d.new, d.new_sem)}"
+
+
+def noise(t: TaskComparison) -> str:
+    """Which of the two changes exceed the noise across seeds (the rule is printed under the table)."""
+    verdicts = {"NI": t.ni, "test": t.test}
+    beyond = [f"{name} (p={d.p:.2g})" for name, d in verdicts.items() if d.verdict.startswith("exceeds")]
+    if beyond:
+        return "yes: " + ", ".join(beyond)
+    kinds = {d.verdict for d in verdicts.values()}
+    if kinds == {NO_SEEDS}:
+        return NO_SEEDS
+    if kinds == {"no change"}:
+        return "no change"
+    ps = [f"{name} p={d.p:.2g}" for name, d in verdicts.items() if not math.isnan(d.p)]
+    return "no" + (f" ({', '.join(ps)})" if ps else f": {t.ni.verdict}")
 
 
 def write_csv(comparison: Comparison, path: Path) -> Path:
