@@ -59,7 +59,7 @@ def test_gate_fails_a_worse_session_with_one_line_per_task(pytester, toy, bench,
     assert result.ret == 1
     lines = [line for line in result.stdout.lines if line.startswith("regression:")]
     assert len(lines) == 1, result.stdout.str()
-    assert lines[0].startswith(f"regression: toy_task (tunable/-): NI {old_ni:.4g} -> 0 (drop {old_ni:.4g}; ")
+    assert lines[0].startswith(f"regression: toy_task (tunable/-): NI {old_ni:.3g} -> 0 (drop {old_ni:.3g}; ")
     assert "no seeds: noise unknown" in lines[0]
     result.stdout.fnmatch_lines(["*FML-bench comparison*", "*toy_task*", "*FAILED: 1 task(s) lost more than 0.05 NI*"])
 
