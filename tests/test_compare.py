@@ -187,3 +187,34 @@ def test_sessions_sharing_an_output_folder_take_distinct_numbers(tmp_path):
     assert sessions.resolve("last", tmp_path).name.startswith("0016_")
     assert sessions.resolve("last-15", tmp_path).name.startswith("0001_")
     assert sessions.resolve("7", tmp_path).name.startswith("0007_")
+
+
+def side(label, rows):
+    from pytest_fmlbench.compare import Side
+
+    base = {"agent": "a", "model": "-", "metric": "accuracy", "direction": "higher", "transform": "none",
+            "baseline_test": 0.5, "ni_val": 0.0, "note": "ok"}
+    return Side.from_rows(label, [{**base, "task": task, "seed": seed, "ni": ni, "raw_test": 0.5 + ni}
+                                  for task, seed, ni in rows])
+
+
+def test_noise_rules_paired_welch_and_deterministic():
+    from scipy import stats
+
+    from pytest_fmlbench.compare import compare
+
+    old = side("old", [("t", 0, 0.10), ("t", 1, 0.20), ("t", 2, 0.15), ("u", 0, 0.3), ("u", 1, 0.3),
+                       ("w", 5, 0.10), ("w", 6, 0.12), ("v", 0, float("nan"))])
+    new = side("new", [("t", 0, 0.11), ("t", 1, 0.19), ("t", 2, 0.17), ("u", 0, 0.2), ("u", 1, 0.2),
+                       ("w", 7, 0.5), ("w", 8, 0.52), ("v", 0, 0.2)])
+    result = {t.task: t for t in compare(old, new).tasks}
+    t = result["t"]  # paired by seed: a small change, noisy
+    assert t.paired == 3 and abs(t.ni.delta - 0.02 / 3) < 1e-12
+    assert abs(t.ni.p - stats.ttest_rel([0.11, 0.19, 0.17], [0.10, 0.20, 0.15]).pvalue) < 1e-12
+    assert t.ni.verdict.startswith("within noise") and t.ni.sem > 0
+    u = result["u"]  # the same drop on every seed: no noise to beat
+    assert u.ni.verdict == "exceeds noise (same on every seed)" and abs(u.drop() - 0.1) < 1e-12
+    w = result["w"]  # no seed on both sides: Welch over the sides' values
+    assert w.paired == 0 and abs(w.ni.p - stats.ttest_ind([0.5, 0.52], [0.10, 0.12], equal_var=False).pvalue) < 1e-12
+    assert w.ni.verdict.startswith("exceeds noise") and abs(w.ni.delta - 0.4) < 1e-12
+    assert result["v"].ni.verdict == "n/a (no value on one side)" and len(compare(old, new).regressions(0.05)) == 1
