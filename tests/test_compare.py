@@ -218,3 +218,20 @@ def test_noise_rules_paired_welch_and_deterministic():
     assert w.paired == 0 and abs(w.ni.p - stats.ttest_ind([0.5, 0.52], [0.10, 0.12], equal_var=False).pvalue) < 1e-12
     assert w.ni.verdict.startswith("exceeds noise") and abs(w.ni.delta - 0.4) < 1e-12
     assert result["v"].ni.verdict == "n/a (no value on one side)" and len(compare(old, new).regressions(0.05)) == 1
+
+
+def test_original_fmlbench_results_folders_compare_like_ours(tmp_path, capsys):
+    from pytest_fmlbench.cli import main
+    from scoring.test_original import final_test, summary, write
+
+    for side_name, test_acc in (("old", 0.65), ("new", 0.60)):
+        run = tmp_path / side_name / "aide" / "Privacy_opacus" / "20250101_000000"
+        write(run / "summary.json", summary(steps=[0.60, 0.62], best=0.62))
+        final_test(run, "20250101_000000", {"cifar10_dp": {"means": {"test_acc_mean": test_acc}}})
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--fail-on-regression", "0.03",
+                 "--json", str(tmp_path / "cmp.json")]) == 1
+    out = capsys.readouterr().out
+    (row,) = json.loads((tmp_path / "cmp.json").read_text())["tasks"]
+    assert row["task"] == "Privacy_opacus" and row["solver"] == "aide/gpt-5"
+    assert abs(row["test_delta"] + 0.05) < 1e-9 and abs(row["ni_delta"] + 0.05) < 1e-9  # NI bounds (1, 0)
+    assert "regression: Privacy_opacus (aide/gpt-5): NI 0.0623 -> 0.0123 (drop 0.05; no seeds: noise unknown)" in out

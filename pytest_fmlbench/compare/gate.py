@@ -54,13 +54,17 @@ class SessionGate:
         by_dir = {Path(run_dir): nodeid for nodeid, (run_dir, _) in runs.items()}
         loaded = load_runs(sorted(by_dir))
         rows = score_rows(loaded)
-        self.saved = sessions.save(
-            self.sessions_dir, [(by_dir[run_dir], run_dir, row) for (_, _, run_dir), row in zip(loaded, rows)],
-            commit=sessions.git_commit(Path(self.config.invocation_params.dir)),
-            args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir)
+        try:
+            self.saved = sessions.save(
+                self.sessions_dir, [(by_dir[run_dir], run_dir, row) for (_, _, run_dir), row in zip(loaded, rows)],
+                commit=sessions.git_commit(Path(self.config.invocation_params.dir)),
+                args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir)
+        except OSError as exc:
+            # the runs are recorded already; only the session's summary is lost, and the user is told
+            self.error = f"could not save the session under {self.sessions_dir}: {exc}"
         if self.old is None:
             return
-        new = Side.from_rows("this session", rows)
+        new = Side.from_rows(f"this session ({self.saved.stem})" if self.saved else "this session", rows)
         self.comparison = compare(self.old, new)
         if self.threshold is not None and self.comparison.regressions(self.threshold):
             if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -68,6 +72,8 @@ class SessionGate:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.error is not None:
+            terminalreporter.write_line(f"fmlbench: {self.error}", red=True)
         if self.saved is not None:
             terminalreporter.write_line(f"session saved as {self.saved.stem} ({self.saved}); "
                                         f"compare with it later: --fmlbench-compare=last")
