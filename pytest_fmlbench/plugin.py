@@ -12,9 +12,13 @@ from .compare.gate import SessionGate
 from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
+from .reports import summary
+from .scoring.aggregate import Scores
+from .slurm import add_slurm_options, configure as configure_slurm
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    add_slurm_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -34,6 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{mark}: {text}")
     bench = BenchConfig.from_pytest(config)
     config.stash[BENCH_KEY] = bench
+    configure_slurm(config, bench)
     # xdist workers report to the controller, which alone aggregates and prints
     if bench is not None and not hasattr(config, "workerinput"):
         collector = ResultsCollector(config, bench)
@@ -80,6 +85,7 @@ class ResultsCollector:
         self.config = config
         self.bench = bench
         self.runs: dict[str, tuple[Path, bool]] = {}
+        self.task_dirs: set[Path] = set()
         self.resumed: dict[str, int] = {}
         self.moved_to_suite = False
         self.live: LiveDisplay | None = None
@@ -114,6 +120,8 @@ class ResultsCollector:
         run_dir = props.get(RUN_DIR_PROPERTY)
         if run_dir:
             self.runs[report.nodeid] = (Path(run_dir), props.get(REUSED_PROPERTY) == "true")
+            where = Path(self.config.rootpath) / report.fspath
+            self.task_dirs.add(where if where.is_dir() else where.parent)
             if props.get(RESUMED_PROPERTY):
                 self.resumed[report.nodeid] = int(props[RESUMED_PROPERTY])
             self.moved_to_suite |= junit.move_to_suite(self.config, report)
@@ -133,11 +141,40 @@ class ResultsCollector:
             terminalreporter.write_line(
                 f"resumed {nodeid.split('::')[-1]} after {step} recorded step(s) (recorded steps were replayed, not re-run)"
             )
-        terminalreporter.write(render(runs, width=max(170, terminalreporter._tw.fullwidth)))
+        # scored once: the terminal, the CSVs, the JSON summary and the HTML page show the same numbers
+        scores = Scores.from_runs(runs)
+        terminalreporter.write(render(scores, width=max(170, terminalreporter._tw.fullwidth)))
         report_dir = self.bench.settings.out_dir / "reports"
-        write_csvs(runs, report_dir)
+        write_csvs(scores, report_dir)
+        summary.write_summary(summary.build_summary(scores, source="pytest", options=self.session_options(),
+                                                    suite=summary.suite_of(sorted(self.task_dirs))),
+                              report_dir / summary.FILE_NAME)
         terminalreporter.write_line(
-            f"tables written to {report_dir}/ ; run records under {self.bench.settings.out_dir / 'runs'}/"
+            f"tables written to {report_dir}/ (session summary: {summary.FILE_NAME}) ; "
+            f"run records under {self.bench.settings.out_dir / 'runs'}/"
         )
+        html = self.config.getoption("fmlbench_html")
+        if html:
+            self.write_html(terminalreporter, runs, scores, Path(self.config.invocation_params.dir) / html)
         if self.moved_to_suite:
             terminalreporter.write_line(junit.NOTE.format(family=junit.junit_family(self.config)))
+
+    def write_html(self, terminalreporter, runs: list, scores: Scores, path: Path) -> None:
+        from .reports.html import ReportUnavailable, write_html
+
+        try:
+            write_html(runs, path, scores=scores)
+        except ReportUnavailable as exc:
+            terminalreporter.write_line(f"HTML report not written: {exc}", red=True)
+        except OSError as exc:
+            terminalreporter.write_line(f"HTML report not written: {path}: {exc.strerror or exc}", red=True)
+        else:
+            terminalreporter.write_line(f"HTML report written to {path}")
+
+    def session_options(self) -> summary.SessionOptions:
+        s = self.bench.settings
+        return summary.SessionOptions(
+            agent=s.agent_name, agent_options=s.agent_options.model_dump(mode="json"), model=s.model,
+            provider=s.provider, steps=s.steps, seeds=self.bench.seeds, sandboxed=s.sandboxed, fresh=s.fresh,
+            max_cost_usd=s.budget.get("max_cost_usd"), max_tokens=s.budget.get("max_tokens"),
+        )

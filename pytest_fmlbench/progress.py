@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 LIVE_DIR = "live"
+# under LIVE_DIR: one file per Slurm job (item, job id, Slurm state), written by the --slurm controller
+JOBS_DIR = "jobs"
 POLL_S = 0.5
 
 
@@ -70,6 +72,20 @@ def describe(state: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def with_job(state: dict[str, Any], job: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's state with its Slurm job's state before the action (RUNNING step k/N shows in the row)."""
+    if not job:
+        return state
+    action = state.get("action") or ""
+    return state | {"action": f"slurm {job['job_id']} {job['state']}" + (f" · {action}" if action else "")}
+
+
+def queued_row(job: dict[str, Any]) -> dict[str, Any]:
+    return {"item": job["item"], "step": 0, "steps_total": job.get("steps_total", "?"), "baseline_val": 0.0,
+            "direction": "higher", "scale": 0, "best_val": None, "started": time.time(), "cost_usd": 0.0,
+            "action": f"slurm {job['job_id']} {job['state']}"}
+
+
 def plain_line(state: dict[str, Any]) -> str:
     d = describe(state)
     last = state.get("last") or {}
@@ -91,13 +107,14 @@ class LiveDisplay:
         self.write_line = write_line
         self.tty = tty
         self.seen_steps: dict[str, int] = {}
+        self.seen_jobs: dict[str, str] = {}
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="fmlbench-live", daemon=True)
         self.live = None
 
     def start(self) -> None:
         if self.folder.exists():
-            for stale in self.folder.glob("*.json"):
+            for stale in [*self.folder.glob("*.json"), *self.folder.glob(f"{JOBS_DIR}/*.json")]:
                 stale.unlink(missing_ok=True)
         if self.tty:
             from rich.console import Console
@@ -127,11 +144,29 @@ class LiveDisplay:
                 continue
         return states
 
+    def _jobs(self) -> dict[str, dict[str, Any]]:
+        jobs = {}
+        for path in sorted((self.folder / JOBS_DIR).glob("*.json")) if (self.folder / JOBS_DIR).exists() else []:
+            try:
+                jobs[path.stem] = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+        return jobs
+
     def _poll(self) -> None:
         states = self._states()
+        jobs = self._jobs()
         if self.live is not None:
-            self.live.update(self._table([s for s in states if not s.get("finished")]))
+            rows = [with_job(s, jobs.get(s["_id"])) for s in states if not s.get("finished")]
+            running = {s["_id"] for s in states}
+            # a job still queued has no run file yet: its row says so
+            rows += [queued_row(job) for run_id, job in jobs.items() if run_id not in running and job["state"] != "done"]
+            self.live.update(self._table(rows))
             return
+        for run_id, job in jobs.items():
+            if self.seen_jobs.get(run_id) != job["state"]:
+                self.seen_jobs[run_id] = job["state"]
+                self.write_line(f"[fmlbench] {job['item']} slurm job {job['job_id']}: {job['state']}")
         for state in states:
             done = state.get("done", 0)
             if done > self.seen_steps.get(state["_id"], 0):

@@ -125,6 +125,7 @@ class Knobs(_Strict):
 
 class Resources(_Strict):
     gpus: int = Field(0, ge=0, description="GPUs one run uses when GPUs exist (0: CPU only)")
+    cpus: int = Field(2, ge=1, description="CPU cores one run asks a cluster scheduler for (--slurm)")
     memory_mb: int | None = Field(
         None, gt=0, description="memory limit of one experiment (the whole step's processes); "
         "None: a default derived from the machine")

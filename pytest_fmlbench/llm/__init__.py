@@ -13,7 +13,7 @@ dropped connections are retried with back-off (Retry-After honoured). Once ``--m
 call is appended to ``llm_calls.jsonl`` in the run directory; a resumed run is answered from it.
 
 Modules: ``providers`` (names, endpoints, keys), ``backends`` (the openai/anthropic SDKs), ``local`` (the
-embedded GGUF model), ``pricing`` + ``prices.json``, ``ledger`` (call log and replay), ``client``
+embedded GGUF model), ``pricing`` (genai-prices' list prices under the user's ``--price-table``), ``ledger`` (call log and replay), ``client``
 (retries, budgets), ``factory`` (building clients, the preflight), ``redact`` (keys out of all output).
 """
 

@@ -74,24 +74,49 @@ def test_endpoint_repr_never_shows_the_key():
 
 
 # -- prices --------------------------------------------------------------------------------------
-def test_prices_match_snapshots_vendor_prefixes_and_provider_wildcards():
+def test_list_prices_come_from_genai_prices_with_snapshots_and_vendor_prefixes():
+    from genai_prices import Usage as PricedUsage, calc_price
+
     table = PriceTable.builtin()
     assert table.lookup("anthropic", "claude-sonnet-4-5-20250929") == table.lookup("anthropic", "claude-sonnet-4-5")
     assert table.lookup("openai", "gpt-4.1-2025-04-14") == table.lookup("openai", "gpt-4.1")
-    assert table.lookup("openrouter", "openai/gpt-4o") == table.lookup("openai", "gpt-4o")
+    assert table.lookup("openrouter", "openai/gpt-4o").input == table.lookup("openai", "gpt-4o").input
     assert table.lookup("local", "smollm2-135m-instruct").output == 0.0
+    # a user's own server has no list price, whatever name its model has
     assert table.lookup("openai-compatible", "llama3") is None
+    assert table.lookup("openai-compatible", "gpt-4o") is None
     assert table.lookup("openai", "gpt-4o-mini") != table.lookup("openai", "gpt-4o")
+    # the same numbers as the library's own calculator
+    listed = calc_price(PricedUsage(input_tokens=123_456, cache_read_tokens=20_000, output_tokens=7_890),
+                        "gemini-2.5-pro", provider_id="google")
+    ours = table.usage("google", "gemini-2.5-pro", input_tokens=123_456, output_tokens=7_890, cached_tokens=20_000)
+    assert ours.cost_usd == pytest.approx(float(listed.total_price))
+
+
+def test_pricing_reads_the_bundled_snapshot_and_never_the_network(monkeypatch):
+    import genai_prices.update_prices
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("genai-prices tried to fetch prices")
+
+    monkeypatch.setattr(genai_prices.update_prices.httpx2, "get", no_network)
+    monkeypatch.setattr(genai_prices.update_prices.UpdatePrices, "start", no_network)
+    assert PriceTable.load().usage("anthropic", "claude-haiku-4-5", input_tokens=10, output_tokens=5).cost_usd > 0
 
 
 def test_cost_counts_cached_input_at_its_own_rate_and_unknown_is_none_never_zero():
     table = PriceTable.builtin()
+    price = table.lookup("openai", "gpt-4o")
+    assert price.cached_input is not None and price.cached_input < price.input
     usage = table.usage("openai", "gpt-4o", input_tokens=1_000_000, output_tokens=100_000, cached_tokens=400_000)
-    # 600k uncached at $2.50/M + 400k cached at $1.25/M + 100k out at $10/M
-    assert usage.cost_usd == pytest.approx(1.5 + 0.5 + 1.0)
+    expected = (600_000 * price.input + 400_000 * price.cached_input + 100_000 * price.output) / 1e6
+    assert usage.cost_usd == pytest.approx(expected)
+    full = table.usage("openai", "gpt-4o", input_tokens=1_000_000, output_tokens=100_000)
+    assert usage.cost_usd < full.cost_usd
     assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.calls) == (1_000_000, 400_000, 100_000, 1)
     unknown = table.usage("openai-compatible", "llama3", input_tokens=10, output_tokens=5)
     assert unknown.cost_usd is None and unknown.total_tokens == 15
+    assert table.usage("openai", "no-such-model-xyz", input_tokens=10, output_tokens=5).cost_usd is None
     assert table.usage("openai", "gpt-4o", input_tokens=5, output_tokens=5, tokens_known=False).cost_usd is None
     assert (unknown + usage).cost_usd is None
 

@@ -1,0 +1,52 @@
+"""Where a session's numbers came from: library versions and the git commit of the task suite."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+# the libraries whose versions can change a number in the tables
+KEY_LIBRARIES = ("pytest-fmlbench", "pytest", "pytest-xdist", "torch", "torchvision", "numpy", "pandas", "scipy",
+                 "scikit-learn", "transformers", "pydantic", "openai", "anthropic", "genai-prices", "plotly")
+
+
+def versions() -> dict[str, str | None]:
+    """Python and each key library's installed version (None where it is not installed)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in KEY_LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10,
+                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def suite_commit(folder: Path | None) -> tuple[str | None, bool | None]:
+    """(HEAD commit, whether the suite folder has uncommitted changes) of the git checkout holding
+    ``folder``; (None, None) when it is not in a git checkout or git is missing."""
+    if folder is None or not Path(folder).is_dir():
+        return None, None
+    commit = _git(Path(folder), "rev-parse", "--verify", "HEAD")
+    if not commit:
+        return None, None
+    status = _git(Path(folder), "status", "--porcelain", "--", ".")
+    return commit, None if status is None else bool(status)
+
+
+def common_folder(paths: list[Path]) -> Path | None:
+    """The deepest folder holding every path (the suite of a set of task folders)."""
+    if not paths:
+        return None
+    return Path(os.path.commonpath([str(Path(p).resolve()) for p in paths]))
