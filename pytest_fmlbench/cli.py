@@ -3,7 +3,8 @@
 ``fmlbench score DIR`` recomputes the tables offline from run records (ours) or from a results
 directory written by the original FML-bench, or both; ``fmlbench report DIR... --html FILE`` writes them,
 with every task's search and every step, as one static web page. Each subcommand is a ``(name, add_arguments,
-run)`` entry in ``COMMANDS``; new ones are added there.
+run)`` entry in ``COMMANDS``; new ones are added there. ``fmlbench compare OLD NEW`` compares two
+sessions (folders of runs or saved sessions), task by task.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cli_agents
+from . import cli_agents, cli_compare
 from .report import find_run_dirs, load_runs, render, write_csvs
 from .reports import summary
 
@@ -140,6 +141,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     ("score", "print the tables for every run found under RUN_DIR", add_score_arguments, run_score),
     ("report", "write a static HTML report of the runs under RUN_DIR...", add_report_arguments, run_report),
     cli_agents.COMMAND,
+    cli_compare.COMMAND,
 ]
 
 

@@ -59,6 +59,13 @@ def add_options(parser: pytest.Parser) -> None:
                     help="run experiments WITHOUT the bubblewrap sandbox (by default each experiment sees only "
                     "its workspace, {out} and the interpreter, with no network, no secrets and its own "
                     "process namespace); such runs are marked 'unsandboxed' in records, JUnit and tables")
+    group.addoption("--fmlbench-compare", metavar="OLD",
+                    help="at the end, compare this session with OLD: a folder of run records, a saved session "
+                    "(last, last-N, a number, a name from <fmlbench-out>/sessions/) or a session file; per task, "
+                    "paired deltas of NI and the test value, mean ± SEM over seeds")
+    group.addoption("--fmlbench-fail-on-regression", type=float, metavar="X",
+                    help="with --fmlbench-compare: fail the session (exit status 1, one line per task) when a "
+                    "task's NI dropped by more than X (e.g. 0.05)")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pytest
 
 from . import devices, junit, schedule
 from .progress import LiveDisplay
+from .compare.gate import SessionGate
 from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
@@ -40,7 +41,13 @@ def pytest_configure(config: pytest.Config) -> None:
     configure_slurm(config, bench)
     # xdist workers report to the controller, which alone aggregates and prints
     if bench is not None and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(ResultsCollector(config, bench), "fmlbench-results")
+        collector = ResultsCollector(config, bench)
+        config.pluginmanager.register(collector, "fmlbench-results")
+        if not config.getoption("collectonly"):
+            config.pluginmanager.register(SessionGate(config, bench.settings.out_dir, lambda: collector.runs),
+                                          "fmlbench-compare")
+    elif bench is None and not hasattr(config, "workerinput") and config.getoption("fmlbench_compare"):
+        raise pytest.UsageError("--fmlbench-compare compares benchmark sessions: it needs --agent=NAME")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -14,3 +14,28 @@ def test_readme_agent_example(pytester, toy, bench):
     result.assert_outcomes(passed=1)
     record = load_record(pytester.path)
     assert record["agent"] == "tweak" and record["agent_options"] == {"lr": 0.05} and record["steps_used"] == 1
+
+
+def test_readme_compare_example(pytester, toy, bench, monkeypatch):
+    """Each command of the README's compare block, in order, on the toy task."""
+    import shlex
+    import sys
+
+    monkeypatch.setenv("FMLBENCH_ENCODER", "none")  # exploration metrics play no part here
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- compare-example -->\n```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.strip()]
+    assert [c[0] for c in commands] == ["pytest", "pytest", "fmlbench", "pytest", "fmlbench"]
+    outputs = []
+    for program, *args in commands:
+        if program == "pytest":
+            result = bench(*args, "toy_task")
+            result.assert_outcomes(passed=1)
+        else:
+            result = pytester.run(sys.executable, "-m", "pytest_fmlbench.cli", *args)
+        assert result.ret == 0, result.stdout.str() + result.stderr.str()
+        outputs.append(result.stdout.str())
+    assert "FML-bench comparison" in outputs[1] and "no task lost more than 0.05 NI" in outputs[1]
+    assert "random-search/-" in outputs[2] and (pytester.path / "compare.json").is_file()
+    assert "baseline/- -> random-search/-" in outputs[4] and "toy_task" in outputs[4]
+    assert len(list((pytester.path / "reports" / "fmlbench" / "sessions").glob("0*.json"))) == 2

@@ -1,0 +1,57 @@
+"""``fmlbench compare OLD NEW``: per-task paired deltas of NI and the test value between two sessions."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from .options import DEFAULT_OUT
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for name, which in (("old", "earlier"), ("new", "later")):
+        parser.add_argument(name, metavar=name.upper(), help=f"the {which} side: a folder of run records (ours or an "
+                            "original FML-bench results folder), a saved session (last, last-N, a number, a name "
+                            "from <fmlbench-out>/sessions/) or a session file")
+    parser.add_argument("--fmlbench-out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
+                        help=f"the output folder whose sessions/ holds the saved sessions (default {DEFAULT_OUT})")
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the comparison as CSV")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    parser.add_argument("--fail-on-regression", type=float, metavar="X",
+                        help="exit with status 1, one line per task, when a task's NI dropped by more than X")
+    parser.add_argument("--width", type=int, default=160, help="table width in characters (default 160)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .compare import CompareInputError, compare, side_for
+    from .compare.table import regression_line, render, write_csv, write_json
+
+    threshold = args.fail_on_regression
+    if threshold is not None and (math.isnan(threshold) or threshold < 0):
+        print(f"fmlbench: --fail-on-regression must be 0 or more (an NI drop), got {threshold}", file=sys.stderr)
+        return 2
+    sessions_dir = args.fmlbench_out / "sessions"
+    try:
+        old, new = side_for(args.old, sessions_dir), side_for(args.new, sessions_dir)
+    except CompareInputError as exc:
+        print(f"fmlbench: {exc}", file=sys.stderr)
+        return 2
+    comparison = compare(old, new)
+    print(render(comparison, width=args.width, threshold=threshold), end="")
+    for path, write in ((args.csv, write_csv), (args.json, write_json)):
+        if path:
+            print(f"wrote {write(comparison, path)}")
+    if not comparison.tasks:
+        print("fmlbench: no task is on both sides", file=sys.stderr)
+    if threshold is not None:
+        regressed = comparison.regressions(threshold)
+        for task in regressed:
+            print(regression_line(task))
+        if regressed:
+            return 1
+    return 0
+
+
+COMMAND = ("compare", "per-task paired deltas of NI and the test value between two sessions", add_arguments, run)

@@ -1,0 +1,95 @@
+"""In pytest, on the controller: save the session, compare it with an earlier one, fail on regressions.
+
+``--fmlbench-compare=REF`` names the earlier side (a folder of runs, a session file, or a saved
+session: ``last``, a number, a name); it is resolved when the session starts, before this session is
+saved, so ``last`` means the session before this one, and a bad reference stops pytest before any task
+runs. ``--fmlbench-fail-on-regression=X`` turns the comparison into a gate: the session's exit status
+is non-zero when a task's NI dropped by more than X, even if every item passed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from . import sessions
+from .diff import Comparison, compare
+from .sides import CompareInputError, Side, score_rows
+from .table import regression_line, render
+
+
+class SessionGate:
+    def __init__(self, config: pytest.Config, out_dir: Path, runs: Callable[[], dict[str, tuple[Path, bool]]]):
+        self.config = config
+        self.out_dir = out_dir
+        self.sessions_dir = out_dir / sessions.SESSIONS_DIR
+        # node id -> (run directory, reused), gathered by the results collector from reports
+        self.runs = runs
+        self.threshold = config.getoption("fmlbench_fail_on_regression")
+        ref = config.getoption("fmlbench_compare")
+        if self.threshold is not None and (math.isnan(self.threshold) or self.threshold < 0):
+            raise pytest.UsageError(f"--fmlbench-fail-on-regression must be 0 or more (an NI drop), got {self.threshold}")
+        if self.threshold is not None and not ref:
+            raise pytest.UsageError("--fmlbench-fail-on-regression needs --fmlbench-compare=OLD (a folder of runs, "
+                                    "or a saved session: last, a number, a name)")
+        self.old: Side | None = None
+        if ref:
+            try:
+                self.old = sessions.side_for(ref, self.sessions_dir, base=Path(config.invocation_params.dir))
+            except CompareInputError as exc:
+                raise pytest.UsageError(f"--fmlbench-compare: {exc}") from None
+        self.comparison: Comparison | None = None
+        self.saved: Path | None = None
+        self.error: str | None = None
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        runs = self.runs()
+        if not runs:
+            return
+        from ..report import load_runs
+
+        by_dir = {Path(run_dir): nodeid for nodeid, (run_dir, _) in runs.items()}
+        loaded = load_runs(sorted(by_dir))
+        rows = score_rows(loaded)
+        try:
+            self.saved = sessions.save(
+                self.sessions_dir, [(by_dir[run_dir], run_dir, row) for (_, _, run_dir), row in zip(loaded, rows)],
+                commit=sessions.git_commit(Path(self.config.invocation_params.dir)),
+                args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir)
+        except OSError as exc:
+            # the runs are recorded already; only the session's summary is lost, and the user is told
+            self.error = f"could not save the session under {self.sessions_dir}: {exc}"
+        if self.old is None:
+            return
+        new = Side.from_rows(f"this session ({self.saved.stem})" if self.saved else "this session", rows)
+        self.comparison = compare(self.old, new)
+        if self.threshold is not None and self.comparison.regressions(self.threshold):
+            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.error is not None:
+            terminalreporter.write_line(f"fmlbench: {self.error}", red=True)
+        if self.saved is not None:
+            terminalreporter.write_line(f"session saved as {self.saved.stem} ({self.saved}); "
+                                        f"compare with it later: --fmlbench-compare=last")
+        if self.comparison is None:
+            return
+        terminalreporter.write_sep("=", "FML-bench comparison")
+        terminalreporter.write(render(self.comparison, width=max(160, terminalreporter._tw.fullwidth),
+                                      threshold=self.threshold))
+        if self.threshold is None:
+            return
+        regressed = self.comparison.regressions(self.threshold)
+        for task in regressed:
+            terminalreporter.write_line(regression_line(task), red=True, bold=True)
+        if regressed:
+            terminalreporter.write_line(f"FAILED: {len(regressed)} task(s) lost more than {self.threshold:g} NI "
+                                        f"against {self.comparison.old_label}", red=True)
+        else:
+            terminalreporter.write_line(f"no task lost more than {self.threshold:g} NI against "
+                                        f"{self.comparison.old_label}", green=True)
