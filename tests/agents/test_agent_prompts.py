@@ -35,7 +35,7 @@ AGENTS = [
     ("ai-scientist-v2", lambda: ToyResearcher(drafts=("bug",)), {"stage_budgets": (1.0, 0.0, 0.0, 0.0),
                                                                  "num_drafts": 1, "debug_prob": 1.0}),
     ("autoresearch", lambda: ScriptedCoder(ideas=["bug"]), {}),
-    ("openevolve", lambda: ToyEvolver(evolves=("bug",)), {"num_islands": 1, "debug_prob": 1.0}),
+    ("openevolve", lambda: ToyEvolver(evolves=("bug",)), {"num_islands": 1}),
     ("adaptive-search", lambda: ScriptedCoder(ideas=["bug"]), {"encoder": "none"}),
 ]
 
@@ -53,7 +53,9 @@ def test_prompts_show_only_the_last_1500_characters_of_a_crash(run_agent, fake_l
     crashed = [s.step for s in run.steps if not s.success]
     assert crashed and "TAIL-OF-THE-ERROR-OUTPUT" in run.steps[crashed[0] - 1].error
     prompts = [seen.prompt for seen in fake_llm.completions]
-    assert any("TAIL-OF-THE-ERROR-OUTPUT" in p for p in prompts)  # the crash was shown to the model
+    assert any("#" * 400 in p for p in prompts)  # the crash was shown to the model
+    if agent != "openevolve":  # its analysis shows the first 500 characters of the tail, as the port's does
+        assert any("TAIL-OF-THE-ERROR-OUTPUT" in p for p in prompts)
     for prompt in prompts:
         assert "HEAD-OF-THE-ERROR-OUTPUT" not in prompt
         assert "#" * 1501 not in prompt
