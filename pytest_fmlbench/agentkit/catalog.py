@@ -55,6 +55,8 @@ def describe(cls: type[Agent]) -> AgentInfo:
             shown = "(required)"
         elif default is None:
             shown = "none"
+        elif isinstance(default, tuple):  # as --agent-opt takes it: comma-separated
+            shown = ",".join(str(v) for v in default)
         else:
             shown = str(default).lower() if isinstance(default, bool) else str(default)
         options.append(OptionInfo(name, type_name(field.annotation), shown, field.description or ""))

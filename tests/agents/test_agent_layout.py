@@ -179,7 +179,7 @@ def test_both_listings_give_all_nine_agents_with_summary_typed_options_and_llm_n
     # each agent's options as typed: a sample of every LLM agent's distinctive one
     text = "\n".join(lines)
     for option in ("uct_c: float = 1.41", "num_ideas: int = 25", "stage_budgets: tuple[float, float, float, float] = "
-                   "(0.1, 0.2, 0.5, 0.2)", "max_debug_retries: int = 3", "num_islands: int = 3",
+                   "0.1,0.2,0.5,0.2", "max_debug_retries: int = 3", "num_islands: int = 3",
                    "migration_interval: int = 10", "p1_window: int = 50", "p1_epsilon: float = 0.0005"):
         assert option in text, option
 
