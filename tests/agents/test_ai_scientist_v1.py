@@ -115,6 +115,9 @@ def test_ideas_come_from_reflection_rounds_that_stop_at_i_am_done(run_v1, fake_l
     assert [(i["name"], i["rounds"], i["converged"]) for i in ideas] == [
         ("idea_1", 2, True), ("idea_2", 4, False), ("idea_3", 3, True)]
     assert ideas[2]["ratings"] == {"Interestingness": 6.0, "Feasibility": 8.0, "Novelty": 3.0}
+    # each reflection round's reasoning is recorded with its idea
+    assert ideas[0]["reflections"] == ["Looks fine. I am done"]
+    assert ideas[1]["reflections"] == ["Looks fine. Sharpened it."] * 3
     # each new conversation shows the ideas generated before it; reflections continue the conversation
     idea_calls = [r for r in fake_llm.completions if kind_of(r) == "idea"]
     assert "idea_1" in last_user(idea_calls[1]) and "idea_2" in last_user(idea_calls[2])
