@@ -36,12 +36,14 @@ def summary_of(cls: type[Agent]) -> str:
 
 
 def type_name(annotation) -> str:
-    """A user-facing type: int, float, bool, str, 'a' | 'b', float | None."""
+    """A user-facing type: int, float, bool, str, 'a' | 'b', float | None, tuple[float, float]."""
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
         return " | ".join(repr(v) for v in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType):
         return " | ".join("None" if a is type(None) else type_name(a) for a in typing.get_args(annotation))
+    if origin is not None and typing.get_args(annotation):  # tuple[float, float], list[int]
+        return f"{origin.__name__}[{', '.join(type_name(a) for a in typing.get_args(annotation))}]"
     return getattr(annotation, "__name__", str(annotation))
 
 
@@ -53,6 +55,8 @@ def describe(cls: type[Agent]) -> AgentInfo:
             shown = "(required)"
         elif default is None:
             shown = "none"
+        elif isinstance(default, tuple):  # as --agent-opt takes it: comma-separated
+            shown = ",".join(str(v) for v in default)
         else:
             shown = str(default).lower() if isinstance(default, bool) else str(default)
         options.append(OptionInfo(name, type_name(field.annotation), shown, field.description or ""))

@@ -36,6 +36,7 @@ class Idea:
     converged: bool  # the model said "I am done" before the last round
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     parsed: bool = True  # False: a free-form idea made from a reply without JSON
+    reflections: list[str] = field(default_factory=list)  # each reflection round's THOUGHT, in order
 
     def summary(self) -> dict[str, Any]:
         """What a step record shows of the idea."""
@@ -127,12 +128,13 @@ class IdeaGenerator:
             history: list[dict[str, str]] = []
             text = self._ask(history, first_prompt(task_text, code, self._archive, self.num_reflections), "idea")
             idea_json = extract_json(text)
-            rounds, converged = 1, False
+            rounds, converged, thoughts = 1, False, []
             for j in range(self.num_reflections - 1):
                 if idea_json is None:
                     break
                 text = self._ask(history, reflection_prompt(j + 2, self.num_reflections), "idea_reflection")
                 idea_json = extract_json(text)
+                thoughts.append(_thought(text))
                 rounds += 1
                 if DONE_MARKER in text:
                     converged = True
@@ -145,7 +147,7 @@ class IdeaGenerator:
                 index=len(self.ideas), name=str(idea_json.get("Name") or f"idea_{len(self.ideas)}"),
                 title=str(idea_json.get("Title") or "Untitled"), experiment=str(idea_json.get("Experiment") or ""),
                 ratings={k: _rating(idea_json.get(k)) for k in _RATINGS}, rounds=rounds, converged=converged,
-                raw=idea_json,
+                raw=idea_json, reflections=thoughts,
             )
             self.ideas.append(idea)
             return idea
@@ -172,3 +174,11 @@ def idea_system_prompt(domain: str) -> str:
     """The task's persona line (the original keeps one per task; ours is derived from the domain)."""
     return (f"You are an ambitious AI PhD student who wants to publish work that moves the field of "
             f"{domain.replace('_', ' ')} forward significantly.")
+
+
+def _thought(reply: str, limit: int = 500) -> str:
+    """The reasoning part of a reply (before its idea JSON), for the record: what a reflection changed."""
+    text = reply.split("NEW IDEA JSON", 1)[0]
+    text = text.split("THOUGHT:", 1)[-1].strip()
+    return text[:limit]
+

@@ -66,6 +66,21 @@ def test_the_improvement_curve_uses_the_tasks_own_bounds_on_any_task():
     assert MOD.improvement(0.9, at_optimum) == pytest.approx(-0.1)  # D = 0: raw units, no crash
 
 
+TASKS = sorted((TOY.parents[2] / "task_suites").glob("*/task.yaml"))
+
+
+@pytest.mark.parametrize("task_yaml", TASKS, ids=[t.parent.name for t in TASKS])
+def test_the_improvement_curve_works_on_every_shipped_task(task_yaml):
+    """No per-task constant is needed: every task of the suite gives a finite curve (whose differences are
+    the stagnation slope) that starts at 0, rises with a better value and falls with a worse one."""
+    spec = load_task(task_yaml).spec
+    base = spec.baseline.val
+    assert MOD.improvement(base, spec) == 0.0
+    better, worse = (base * 1.1, base * 0.9) if spec.metric.direction == "higher" else (base * 0.9, base * 1.1)
+    up, down = MOD.improvement(better, spec), MOD.improvement(worse, spec)
+    assert math.isfinite(up) and math.isfinite(down) and up > 0 > down
+
+
 def test_participation_ratio_hand_computed():
     assert MOD.participation_ratio(np.array([[3.0, 0, 0], [0, 4.0, 0]])) == pytest.approx(625 / 337)
     assert MOD.participation_ratio(np.array([[3.0, 0, 0], [6.0, 0, 0]])) == pytest.approx(1.0)

@@ -147,3 +147,39 @@ def test_fmlbench_agents_command(pytester):
     assert result.ret == 0
     result.stdout.fnmatch_lines(["aide  [[]needs an LLM*", "  Tree search over whole solutions*",
                                  "    num_drafts: int = 5 *", "baseline  [[]no LLM]", "  options: none"])
+
+
+NINE = {"aide": True, "aira-mcts": True, "ai-scientist-v1": True, "ai-scientist-v2": True, "autoresearch": True,
+        "openevolve": True, "adaptive-search": True, "baseline": False, "random-search": False}
+
+
+@pytest.mark.parametrize("how", ["fmlbench agents", "pytest --fmlbench-agents"])
+def test_both_listings_give_all_nine_agents_with_summary_typed_options_and_llm_need(pytester, how):
+    if how == "fmlbench agents":
+        result = pytester.run(Path(sys.executable).parent / "fmlbench", "agents")
+    else:
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fmlbench-agents")
+    assert result.ret == 0
+    lines = result.stdout.lines
+    heads = {line.split("  [")[0]: line for line in lines if line and not line.startswith(" ") and "  [" in line}
+    assert set(heads) == set(NINE)
+    for name, llm in NINE.items():
+        assert heads[name].endswith("[needs an LLM (--model, --provider)]" if llm else "[no LLM]")
+        at = lines.index(heads[name])
+        assert lines[at + 1].startswith("  ") and len(lines[at + 1].strip()) > 20  # the one-line summary
+        options = []
+        for line in lines[at + 3:]:
+            if not line.startswith("    "):
+                break
+            options.append(line)
+        cls = load_agent_class(name)
+        assert len(options) == len(cls.Options.model_fields)
+        for line, (option, field) in zip(options, cls.Options.model_fields.items()):
+            assert line.split()[0] == option + ":" and " = " in line  # name: type = default
+    # each agent's options as typed: a sample of every LLM agent's distinctive one
+    text = "\n".join(lines)
+    for option in ("uct_c: float = 1.41", "num_ideas: int = 25", "stage_budgets: tuple[float, float, float, float] = "
+                   "0.1,0.2,0.5,0.2", "max_debug_retries: int = 3", "num_islands: int = 3",
+                   "migration_interval: int = 10", "p1_window: int = 50", "p1_epsilon: float = 0.0005"):
+        assert option in text, option
+

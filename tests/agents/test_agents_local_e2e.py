@@ -28,7 +28,10 @@ pytestmark = [
 @pytest.mark.parametrize("agent, options", [
     ("aide", {"reply_attempts": 1}),
     ("aira-mcts", {}),
+    ("ai-scientist-v1", {"num_ideas": 1, "num_reflections": 1}),  # the 3 steps go to the first idea anyway
+    ("ai-scientist-v2", {}),
     ("autoresearch", {}),
+    ("openevolve", {}),
     ("adaptive-search", {}),
 ])
 def test_three_offline_steps_on_a_real_task(run_agent, fake_llm, agent, options):

