@@ -214,3 +214,28 @@ def test_no_sandbox_is_marked_everywhere(pytester, toy, bench):
     bench("--agent=baseline", "toy_task").assert_outcomes(passed=1)
     records = sorted((pytester.path / "reports" / "fmlbench" / "runs" / "toy_task").glob("*/record.json"))
     assert sorted(json.loads(p.read_text())["sandbox"] for p in records) == ["bwrap", "unsandboxed"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_an_interpreter_tree_under_tmp_stays_visible(tmp_path, monkeypatch):
+    """A checkout or venv under /tmp (CI, pytest's tmp dirs) is bound after the sandbox's private /tmp,
+    not covered by it."""
+    from pytest_fmlbench import isolation
+    from pytest_fmlbench.isolation import mounts
+
+    tree = tmp_path / "venv-like"
+    tree.mkdir()
+    (tree / "marker.txt").write_text("visible")
+    assert str(tree).startswith(("/tmp/", "/var/tmp/")), "the test needs pytest's basetemp under /tmp"
+    paths = mounts.python_paths()
+    monkeypatch.setattr(mounts, "python_paths", lambda: (*paths, str(tree)))
+    workspace, out = tmp_path / "ws", tmp_path / "out"
+    workspace.mkdir()
+    out.mkdir()
+    view = isolation.ExperimentView(workspace, out, [], [])
+    argv = isolation.bwrap_argv(view, ["/bin/cat", str(tree / "marker.txt")])
+    import subprocess
+
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "visible"

@@ -62,10 +62,12 @@ def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
         raise SandboxUnavailable(f"the task's data cannot be hidden from the experiment: {exc}") from None
     args = [
         "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        *mounts.system_binds(),
-        *mounts.python_binds(view.hidden),
+        # the private scratch folders first: a later bind (an interpreter or a checkout that lives
+        # under /tmp) must not be covered by them
         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
         "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", mounts.SANDBOX_HOME,
+        *mounts.system_binds(),
+        *mounts.python_binds(view.hidden),
         *mounts.gpu_binds(device_minors(view.gpus)),
         "--bind", str(view.workspace), str(view.workspace),
     ]
