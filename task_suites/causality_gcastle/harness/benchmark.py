@@ -22,10 +22,13 @@ N_EDGES = 30  # castle's ER generator: expected ~28 edges, i.e. average degree ~
 N_SAMPLES = 500
 SEM_TYPE = "mlp"
 NOISE_SCALE = 1.0
-# graph seed per dataset; the data (noise and MLP weights) use graph seed + DATA_SEED_OFFSET
+# graph seed per dataset; the data (noise and MLP weights) use graph seed + DATA_SEED_OFFSET.
+# castle's generators are visible to the experiment, so the test seeds are drawn from the whole 32-bit
+# range numpy's legacy seeding takes: trying seeds until the generated data matches the test data would
+# take days, far beyond a step's timeout (small seeds could be found by brute force in seconds).
 GRAPH_SEEDS = {
     "val": {"val_graph_0": 11, "val_graph_1": 12},
-    "test": {"test_graph_0": 7301, "test_graph_1": 7302},
+    "test": {"test_graph_0": 3178909775, "test_graph_1": 3647775810},
 }
 DATA_SEED_OFFSET = 100_000
 
