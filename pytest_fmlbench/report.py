@@ -211,18 +211,26 @@ def aup_rich(scores: Scores) -> list:
     return [out, about]
 
 
-def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:
-    scores = as_scores(runs, encoder)
+def summary_items(scores: Scores) -> list:
+    """What a session's summary shows, in order (rich tables and the lines between them): one agent's
+    three tables, or the agents side by side, then AUP. The terminal and the HTML report both use it."""
     if scores.runs.empty:
-        return ""
-    console, buffer = _console(width)
+        return []
     groups = scores.groups()
     if len(groups) == 1:
         (agent, model), group = groups[0]
         items = agent_tables(group, f"{agent} / {model}")
     else:
         items = side_by_side(scores)
-    for item in [*items, *aup_rich(scores)]:
+    return [*items, *aup_rich(scores)]
+
+
+def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:
+    scores = as_scores(runs, encoder)
+    if scores.runs.empty:
+        return ""
+    console, buffer = _console(width)
+    for item in summary_items(scores):
         console.print(item)
     return buffer.getvalue()
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from ..report import agent_tables, as_scores, aup_rich, side_by_side
+from ..report import as_scores, summary_items
 from ..scoring.aggregate import Scores
 
 
@@ -36,13 +36,4 @@ def plain(table: Table) -> PlainTable:
 
 def session_tables(scores: Scores) -> list[PlainTable | Caption]:
     """The items the terminal summary prints, in its order: tables and the lines between them."""
-    scores = as_scores(scores)
-    if scores.runs.empty:
-        return []
-    groups = scores.groups()
-    if len(groups) == 1:
-        (agent, model), group = groups[0]
-        items = agent_tables(group, f"{agent} / {model}")
-    else:
-        items = side_by_side(scores)
-    return [plain(item) if isinstance(item, Table) else Caption(str(item)) for item in [*items, *aup_rich(scores)]]
+    return [plain(item) if isinstance(item, Table) else Caption(str(item)) for item in summary_items(as_scores(scores))]
