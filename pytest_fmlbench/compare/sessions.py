@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..reports.provenance import run_git
 from .sides import CompareInputError, Side
 
 SESSIONS_DIR = "sessions"
@@ -51,16 +51,11 @@ class SavedSession(BaseModel):
 
 def git_commit(cwd: Path) -> str:
     """Short commit of the checkout the session ran in ('nogit' outside one); '+' when it had changes."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0:
-            return "nogit"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10)
-        return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
+    head = run_git(cwd, "rev-parse", "--short", "HEAD")
+    if not head:
         return "nogit"
+    dirty = run_git(cwd, "status", "--porcelain", "--untracked-files=no")
+    return head + ("+" if dirty else "")
 
 
 def saved(sessions_dir: Path) -> list[Path]:

@@ -100,12 +100,13 @@ def _data_files(folder: str) -> list[str]:
             if not _CODE.search(name)]
 
 
-def check(text: str) -> None:
-    """Raise ResourceError (one line) unless the declared ``text`` names data that can be hidden."""
+def check(text: str) -> list[str]:
+    """The real paths of the declared ``text``; ResourceError (one line) unless it names data that can be hidden."""
     resource = Resource.parse(text)
     paths = locate(resource)
     if all(os.path.isdir(p) and not _data_files(p) for p in paths):
         raise ResourceError(f"{resource}: a folder of code only, no data to hide")
+    return paths
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,7 @@ def masks(declared: tuple[str, ...] | list[str] = ()) -> Masks:
     """
     paths = set(_default_paths())
     for text in declared:
-        check(text)
-        paths.update(locate(Resource.parse(text)))
+        paths.update(check(text))
     # only what the sandbox shows at all: a bind onto an absent path would create it
     paths = {p for p in paths if _visible(p)}
     folders = sorted(p for p in paths if os.path.isdir(p))

@@ -67,16 +67,11 @@ class PriceTable:
 
     def lookup(self, provider: str, model: str) -> Price | None:
         """The standard-tier price per 1M tokens, or None when no source prices the model."""
-        override = self._override(provider, model)
-        if override is not None:
-            return override
-        if provider in _FREE_PROVIDERS:
-            return Price(input=0.0, cached_input=0.0, output=0.0)
-        info = self._listed(provider, model)
-        if info is None:
-            return None
-        prices = info.get_prices(datetime.now(timezone.utc))
-        if prices.input_mtok is None or prices.output_mtok is None:
+        fixed = self._fixed(provider, model)
+        if fixed is not None:
+            return fixed
+        prices = self._listed_prices(provider, model)
+        if prices is None:
             return None
         cached = prices.cache_read_mtok
         return Price(input=_base(prices.input_mtok), output=_base(prices.output_mtok),
@@ -91,18 +86,13 @@ class PriceTable:
 
     # -- internals ---------------------------------------------------------------------------------
     def _cost(self, provider: str, model: str, input_tokens: int, output_tokens: int, cached_tokens: int) -> float | None:
-        price = self._override(provider, model)
-        if price is None and provider in _FREE_PROVIDERS:
-            return 0.0
+        price = self._fixed(provider, model)
         if price is not None:
             cached_rate = price.input if price.cached_input is None else price.cached_input
             uncached = max(0, input_tokens - cached_tokens)
             return (uncached * price.input + cached_tokens * cached_rate + output_tokens * price.output) / 1e6
-        info = self._listed(provider, model)
-        if info is None:
-            return None
-        listed = info.get_prices(datetime.now(timezone.utc))
-        if listed.input_mtok is None or listed.output_mtok is None:
+        listed = self._listed_prices(provider, model)
+        if listed is None:
             return None
         if listed.cache_read_mtok is None and cached_tokens:
             # no cache-read price listed: cached tokens cost as ordinary input, never less than we know
@@ -110,8 +100,25 @@ class PriceTable:
         from genai_prices import Usage as PricedUsage
 
         calc = listed.calc_price(PricedUsage(input_tokens=input_tokens, cache_read_tokens=cached_tokens,
-                                             output_tokens=output_tokens))
+                                               output_tokens=output_tokens))
         return float(calc["total_price"])
+
+    def _fixed(self, provider: str, model: str) -> Price | None:
+        """A price that needs no list: the user's override, else free for the offline model."""
+        override = self._override(provider, model)
+        if override is None and provider in _FREE_PROVIDERS:
+            return Price(input=0.0, cached_input=0.0, output=0.0)
+        return override
+
+    def _listed_prices(self, provider: str, model: str):
+        """Today's list prices when genai-prices prices both input and output, else None."""
+        info = self._listed(provider, model)
+        if info is None:
+            return None
+        prices = info.get_prices(datetime.now(timezone.utc))
+        if prices.input_mtok is None or prices.output_mtok is None:
+            return None
+        return prices
 
     def _override(self, provider: str, model: str) -> Price | None:
         for name in _names(model):

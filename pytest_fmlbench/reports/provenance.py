@@ -24,7 +24,8 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def _git(folder: Path, *args: str) -> str | None:
+def run_git(folder: Path, *args: str) -> str | None:
+    """``git -C folder args...``'s output, or None where git is missing or the command fails."""
     try:
         done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10,
                               env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
@@ -38,10 +39,10 @@ def suite_commit(folder: Path | None) -> tuple[str | None, bool | None]:
     ``folder``; (None, None) when it is not in a git checkout or git is missing."""
     if folder is None or not Path(folder).is_dir():
         return None, None
-    commit = _git(Path(folder), "rev-parse", "--verify", "HEAD")
+    commit = run_git(Path(folder), "rev-parse", "--verify", "HEAD")
     if not commit:
         return None, None
-    status = _git(Path(folder), "status", "--porcelain", "--", ".")
+    status = run_git(Path(folder), "status", "--porcelain", "--", ".")
     return commit, None if status is None else bool(status)
 
 
