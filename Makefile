@@ -45,7 +45,7 @@ demo: setup
 test: setup browser
 	$(PY) -m pytest tests -n 2 --dist worksteal
 
-# a one-node Slurm cluster on this host (installs slurm-wlm and munge as root): for `pytest --slurm` and its tests
+# a one-node Slurm cluster on this host (installs slurm-wlm, munge, slurmdbd and mariadb-server as root; with job accounting): for `pytest --slurm` and its tests
 slurm-up:
 	scripts/slurm-local.sh up
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster on this host, for the Slurm tests and for trying `pytest --slurm` on a workstation.
-#   scripts/slurm-local.sh up      install slurm-wlm and munge (apt-get, as root) if needed, start the daemons
+#   scripts/slurm-local.sh up      install slurm-wlm, munge, slurmdbd and mariadb-server (apt-get, as root) if
+#                                  needed, start the daemons: job accounting included, as production clusters
+#                                  have it (without it sacct fails and submitit sees every state as UNKNOWN)
 #   scripts/slurm-local.sh down    stop the daemons this script started
 #   scripts/slurm-local.sh status  exit 0 when the cluster answers
 # The node advertises more CPUs than the host has (config_overrides), so several small items run side by
@@ -11,11 +13,12 @@ CONF_DIR=/etc/slurm
 NODE_CPUS=${FMLBENCH_SLURM_CPUS:-8}
 
 install() {
-  command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 && return 0
-  [ "$(id -u)" = 0 ] || { echo "slurm-local: installing Slurm needs root (apt-get install slurm-wlm munge)" >&2; exit 1; }
+  command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 && command -v slurmdbd >/dev/null 2>&1 \
+    && command -v mariadbd >/dev/null 2>&1 && return 0
+  [ "$(id -u)" = 0 ] || { echo "slurm-local: installing Slurm needs root (apt-get install slurm-wlm munge slurmdbd mariadb-server)" >&2; exit 1; }
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
-  apt-get install -y -qq slurm-wlm munge >/dev/null
+  apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null
 }
 
 write_config() {
@@ -49,12 +52,44 @@ KillWait=5
 AuthInfo=cred_expire=5
 SlurmdParameters=config_overrides
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+}
+
+# the accounting database (mariadb) and slurmdbd, started before slurmctld so that it registers
+start_accounting() {
+  mkdir -p "$STATE/log" /run/mysqld
+  chown mysql:mysql /run/mysqld
+  if ! mariadb -e 'select 1' >/dev/null 2>&1; then
+    nohup mariadbd --user=mysql >"$STATE/log/mariadbd.out" 2>&1 &
+    echo $! >"$STATE/mariadbd.launcher"
+    for _ in $(seq 60); do mariadb -e 'select 1' >/dev/null 2>&1 && break; sleep 0.25; done
+  fi
+  mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'fmlbench-local'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';" \
+    || { echo "slurm-local: mariadb did not start (see $STATE/log/mariadbd.out)" >&2; exit 1; }
+  cat >"$CONF_DIR/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=fmlbench-local
+StorageLoc=slurm_acct_db
+PidFile=$STATE/slurmdbd.pid
+LogFile=$STATE/log/slurmdbd.log
+CONF
+  chmod 600 "$CONF_DIR/slurmdbd.conf"
+  nohup slurmdbd -D >"$STATE/log/slurmdbd.out" 2>&1 &
+  echo $! >"$STATE/slurmdbd.launcher"
+  for _ in $(seq 60); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.25; done
+  sacctmgr -i add cluster fmlbench >/dev/null 2>&1 || true
 }
 
 munge_works() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }
@@ -80,6 +115,7 @@ up() {
       echo "slurm-local: $CONF_DIR/slurm.conf belongs to another cluster; not touching it" >&2; exit 1
     fi
     write_config
+    start_accounting
     nohup slurmctld -D >"$STATE/log/slurmctld.out" 2>&1 &
     echo $! >"$STATE/slurmctld.launcher"
     nohup slurmd -D >"$STATE/log/slurmd.out" 2>&1 &
@@ -96,7 +132,7 @@ up() {
 }
 
 down() {
-  for daemon in slurmd slurmctld; do
+  for daemon in slurmd slurmctld slurmdbd mariadbd; do
     if [ -f "$STATE/$daemon.launcher" ]; then
       pid=$(cat "$STATE/$daemon.launcher")
       kill "$pid" 2>/dev/null || true
