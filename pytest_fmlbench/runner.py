@@ -156,6 +156,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     live.update(action="preparing")
     try:
         search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed)
+        search.check_sandbox_view()
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
         session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log,
@@ -177,6 +178,9 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     except IntegrityViolation as exc:
         return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,
                       error=str(exc))
+    except isolation.SandboxUnavailable as exc:
+        finish("error", error=str(exc))
+        raise RunError(f"{task.id}: {exc}") from None
     except (HarnessError, OSError) as exc:
         finish("error", error=f"{type(exc).__name__}: {exc}")
         raise RunError(f"{task.id}: harness error: {exc}") from exc

@@ -16,7 +16,7 @@ from .evalkit import ConstraintOutcome, EvalResult
 from .executor import CommandResult, format_command, run_command
 from . import isolation
 from .integrity import Manifest, sha256_file
-from .isolation import artifacts
+from .isolation import artifacts, selfcheck
 from .spec import Task
 
 
@@ -147,6 +147,30 @@ class Workspace:
         ordered = sorted(matches)
         return [p for p in ordered if not any(q != p and q in p.parents for q in ordered)]
 
+    def _view(self, out: Path) -> isolation.ExperimentView:
+        return isolation.ExperimentView(
+            workspace=self.path, out=out, read_only=self._protected_paths(),
+            hidden=[self.task.root, self.root.parent], gpus=self._gpus(), hide_data=tuple(self.task.spec.sandbox.hide),
+        )
+
+    def _gpus(self) -> tuple[str, ...]:
+        return tuple(d for d in self.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d)
+
+    def check_sandbox_view(self) -> None:
+        """Before the first step: the sandbox shows the interpreter, this package, the workspace and ``{out}``.
+
+        Raises isolation.SandboxUnavailable with one line naming what is missing and what to do.
+        """
+        if not self.sandboxed:
+            return
+        out = self.out_dir("val")
+        argv = isolation.bwrap_argv(self._view(out), selfcheck.probe_argv(self.path, out))
+        result = run_command(argv, cwd=self.path, env=isolation.sandbox_env(self.env), timeout_s=self.task.spec.timeout_s,
+                             log_path=self.logs / f"{self.root.name}_sandbox_check.log")
+        found = selfcheck.problem(result.returncode, result.output_tail, self.path, out)
+        if found:
+            raise isolation.SandboxUnavailable(found)
+
     def experiment(self, split: str, out: Path, log_name: str) -> CommandResult:
         """The agent's code on ``split``: sandboxed unless the user opted out, always under the step's limits."""
         spec = self.task.spec
@@ -154,13 +178,9 @@ class Workspace:
         argv = format_command(template, self._values(split, out))
         env = self.env
         shown = f"$ {shlex.join(argv)}"
-        gpus = tuple(d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d)
+        gpus = self._gpus()
         if self.sandboxed:
-            view = isolation.ExperimentView(
-                workspace=self.path, out=out, read_only=self._protected_paths(),
-                hidden=[self.task.root, self.root.parent], gpus=gpus, hide_data=tuple(spec.sandbox.hide),
-            )
-            argv = isolation.bwrap_argv(view, argv)
+            argv = isolation.bwrap_argv(self._view(out), argv)
             env = isolation.sandbox_env(env)
             shown = f"[sandbox: bwrap] {shown}"
         try:

@@ -239,3 +239,43 @@ def test_an_interpreter_tree_under_tmp_stays_visible(tmp_path, monkeypatch):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "visible"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_symlinked_venv_and_output_folder_simply_work(pytester, toy):
+    """A project whose .venv and output folder are symlinks to folders elsewhere (a small disk's layout)."""
+    import subprocess
+
+    (pytester.path / ".venv").symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    elsewhere = pytester.mkdir("elsewhere")
+    (pytester.path / "results").symlink_to(elsewhere, target_is_directory=True)
+    python = pytester.path / ".venv" / "bin" / "python"
+    done = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "toy_task", "--agent=baseline",
+                           "--steps=1", "--fmlbench-out=results"], cwd=pytester.path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    [record] = (elsewhere / "runs" / "toy_task").glob("*/record.json")
+    record = json.loads(record.read_text())
+    assert record["status"] == "finished" and record["sandbox"] == "bwrap"
+    assert record["test_metric"] == yaml.safe_load((toy / "task.yaml").read_text())["baseline"]["test"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_an_interpreter_the_sandbox_cannot_see_is_one_line_before_any_step(pytester, toy, bench):
+    # the sandbox as it was before symlinked spellings were bound: the interpreter's path leads nowhere inside
+    pytester.makeconftest("""
+        from pytest_fmlbench.isolation import mounts
+        mounts.python_aliases = lambda: ()
+    """)
+    (pytester.path / ".venv").symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    python = pytester.path / ".venv" / "bin" / "python"
+    result = pytester.run(str(python), "-m", "pytest", "-p", "no:cacheprovider", "toy_task", "--agent=baseline",
+                          "--steps=3", timeout=600)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*toy_task: the sandbox cannot start the experiment's interpreter {python} "
+                                 f"(its environment {pytester.path / '.venv'} is {Path(sys.prefix).resolve()}): "
+                                 f"bwrap: execvp {python}: No such file or directory; *or pass --no-sandbox*"])
+    record = load_record(pytester.path)
+    assert record["status"] == "error" and "cannot start the experiment's interpreter" in record["error"]
+    [run_dir] = (pytester.path / "reports/fmlbench/runs/toy_task").iterdir()
+    assert not (run_dir / "steps.jsonl").exists() or not (run_dir / "steps.jsonl").read_text().strip()

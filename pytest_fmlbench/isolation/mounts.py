@@ -7,8 +7,10 @@ its private data, other runs, the user's home, ``/run``, the host's ``/tmp``, ``
 
 from __future__ import annotations
 
+import json
 import os
 import site
+import subprocess
 import sys
 import sysconfig
 from functools import lru_cache
@@ -27,20 +29,68 @@ SANDBOX_HOME = "/home/fmlbench"
 
 
 @lru_cache(maxsize=1)
-def python_paths() -> tuple[str, ...]:
-    """Interpreter prefixes and every import location of this environment, read-only inside."""
+def _interpreter_locations() -> tuple[str, ...]:
+    """Where this interpreter imports from, as the paths are spelt (symlinks unresolved).
+
+    Besides the prefixes and site-packages, the folders a clean start of the interpreter puts on its
+    path (``.pth`` files of its site-packages: another environment layered under this one, a source
+    checkout installed in development mode). Other sys.path entries (the working directory, the
+    checkout, PYTHONPATH) are the user's, not the interpreter's, and stay hidden.
+    """
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                  os.path.dirname(os.path.realpath(sys.executable))}
+                  os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
     candidates.update(sysconfig.get_paths().values())
     candidates.update(site.getsitepackages())
-    # this package (experiments import its evalkit), wherever an editable install keeps it; other
-    # sys.path entries (the working directory, the checkout, PYTHONPATH) are the user's, not the
-    # interpreter's, and stay hidden
-    candidates.add(str(Path(__file__).resolve().parents[1]))
-    existing = {os.path.realpath(p) for p in candidates if p and os.path.exists(p)}
-    # a folder inside another bound folder needs no bind of its own
-    kept = sorted(existing)
-    return tuple(p for p in kept if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in kept))
+    candidates.update(_clean_sys_path())
+    # this package (experiments import its evalkit), wherever an editable install keeps it
+    candidates.add(str(Path(__file__).absolute().parents[1]))
+    return tuple(sorted(p for p in candidates if p and os.path.isabs(p) and os.path.exists(p)))
+
+
+def _clean_sys_path() -> list[str]:
+    """sys.path of this interpreter started with no user site, no PYTHON* variables, from ``/``."""
+    probe = "import json, sys; print(json.dumps(sys.path[1:]))"
+    try:
+        done = subprocess.run([sys.executable, "-s", "-E", "-c", probe], capture_output=True, text=True,
+                              cwd="/", timeout=60)
+        return [p for p in json.loads(done.stdout) if isinstance(p, str)] if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return []
+
+
+def _outermost(paths) -> tuple[str, ...]:
+    kept = sorted(set(paths))
+    return tuple(p for p in kept if not any(p != q and _under(p, q) for q in kept))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+@lru_cache(maxsize=1)
+def python_paths() -> tuple[str, ...]:
+    """Interpreter prefixes and every import location of this environment (real paths), read-only inside."""
+    return _outermost(os.path.realpath(p) for p in _interpreter_locations())
+
+
+@lru_cache(maxsize=1)
+def python_aliases() -> tuple[tuple[str, str], ...]:
+    """(path as spelt, real path) for the interpreter's locations reached through a symlink.
+
+    A virtualenv, checkout or output folder that is a symlink (``.venv -> /scratch/venvs/x``) is used
+    under its spelt path (``sys.executable`` is ``.venv/bin/python``): inside the sandbox that path
+    must lead to the same files, or the experiment cannot even start its interpreter.
+    """
+    real_trees = python_paths()
+    aliases: dict[str, str] = {}
+    for spelt in sorted(_interpreter_locations()):
+        real = os.path.realpath(spelt)
+        if spelt == real or any(_under(spelt, tree) for tree in real_trees):
+            continue  # the host's own view of a bound tree, symlinks included, is what the sandbox shows
+        if any(_under(spelt, a) and real == os.path.join(r, os.path.relpath(spelt, a)) for a, r in aliases.items()):
+            continue  # inside an alias already bound, at the place it resolves to
+        aliases[spelt] = real
+    return tuple(aliases.items())
 
 
 def system_binds() -> list[str]:
@@ -58,16 +108,24 @@ def system_binds() -> list[str]:
 
 
 def python_binds(hidden: list[Path]) -> list[str]:
-    """Read-only binds of the interpreter's trees, except those that would expose a hidden path."""
+    """Read-only binds of the interpreter's trees, except those that would expose a hidden path.
+
+    Each tree is bound at its real path, and again at every symlinked spelling the interpreter uses.
+    """
     args: list[str] = []
     hidden_real = [os.path.realpath(h) for h in hidden]
+
+    def exposes_hidden(real: str) -> bool:
+        # e.g. a sys.path entry that is the project checkout itself: binding it would show the tasks
+        return any(_under(h, real) for h in hidden_real)
+
     for path in python_paths():
-        if path in ("/", "/usr") or path.startswith("/usr/"):
-            continue
-        if any(h == path or h.startswith(path.rstrip("/") + "/") for h in hidden_real):
-            # e.g. a sys.path entry that is the project checkout itself: binding it would show the tasks
+        if path in ("/", "/usr") or path.startswith("/usr/") or exposes_hidden(path):
             continue
         args += ["--ro-bind", path, path]
+    for spelt, real in python_aliases():
+        if not exposes_hidden(real):
+            args += ["--ro-bind", real, spelt]
     return args
 
 
