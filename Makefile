@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup sandbox browser demo test slurm-up slurm-down
+.PHONY: setup sandbox browser demo test soak slurm-up slurm-down
 setup: $(VENV)/.installed sandbox
 
 # experiments run inside bubblewrap by default; root installs it, anyone else is told how
@@ -44,6 +44,13 @@ demo: setup
 
 test: setup browser
 	$(PY) -m pytest tests -n 2 --dist worksteal
+
+# the tests that were flaky before (Slurm, isolation, resume), SOAK_ROUNDS fresh sessions beside SOAK_BURNERS
+# CPU burners; the Slurm tests need `make slurm-up` first
+SOAK_ROUNDS ?= 5
+SOAK_BURNERS ?= 0
+soak: setup
+	FMLBENCH_REQUIRE_SLURM=1 PY=$(PY) scripts/soak.sh $(SOAK_ROUNDS) $(SOAK_BURNERS)
 
 # a one-node Slurm cluster on this host (installs slurm-wlm, munge, slurmdbd and mariadb-server as root; with job accounting): for `pytest --slurm` and its tests
 slurm-up:

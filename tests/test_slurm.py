@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -148,22 +149,63 @@ def test_scontrol_requeue_resumes_from_the_step_records(project: Path, write_age
     assert list(jobs_of(project).values()) == [job_id]  # the same job, requeued: nothing submitted twice
 
 
-def test_ctrl_c_cancels_every_submitted_job(project: Path, write_agent) -> None:
+SIGINT_BIT = 1 << (signal.SIGINT - 1)
+
+
+def sigint_state(pid: int) -> dict[str, bool]:
+    """How the process's main thread treats SIGINT: ignored, blocked, caught (from /proc/PID/status)."""
+    masks = {k: int(v, 16) for k, v in (line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+             if k in ("SigIgn", "SigBlk", "SigCgt")}
+    return {"ignored": bool(masks["SigIgn"] & SIGINT_BIT), "blocked": bool(masks["SigBlk"] & SIGINT_BIT),
+            "caught": bool(masks["SigCgt"] & SIGINT_BIT)}
+
+
+def jobs_from(project: Path) -> list[str]:
+    """Every job Slurm knows that was submitted from this project folder (recorded by us or not)."""
+    listed = subprocess.run(["squeue", "-h", "-o", "%i %Z"], capture_output=True, text=True, check=True).stdout
+    return [jid for jid, _, workdir in (line.partition(" ") for line in listed.splitlines())
+            if Path(workdir.strip()) == project]
+
+
+@pytest.mark.parametrize("moment", ["during submission", "while waiting for jobs"])
+def test_ctrl_c_cancels_every_submitted_job(project: Path, write_agent, moment) -> None:
     agent = write_agent(SLOW_AGENT, cls="Slow")
-    proc = start(project, "toy_task", f"--agent={agent}", "--steps=20", "--seeds=2", "--slurm")
-    wait_for(lambda: len(jobs_of(project)) == 2 and len(steps_of(project)) >= 1, what="two running jobs")
-    ids = list(jobs_of(project).values())
-    assert active(ids)
+    seeds = 6 if moment == "during submission" else 2
+    proc = start(project, "toy_task", f"--agent={agent}", "--steps=20", f"--seeds={seeds}", "--slurm")
+    if moment == "during submission":
+        deadline = time.monotonic() + 120
+        while not jobs_of(project) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert jobs_of(project), "no job was submitted"
+    else:
+        wait_for(lambda: len(jobs_of(project)) == 2 and len(steps_of(project)) >= 1, what="two running jobs")
+    # whatever the process that started it did to SIGINT, the controller takes Ctrl-C
+    assert sigint_state(proc.pid) == {"ignored": False, "blocked": False, "caught": True}
     proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        # once, in a loaded CI run, the first Ctrl-C went unanswered (the controller ran on and exited 0):
-        # press it again as a user would; the output below says which one ended the session
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and "KeyboardInterrupt" in out, out
-    wait_for(lambda: not active(ids), timeout=30, what="the jobs to leave the queue")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED and "KeyboardInterrupt" in out, out
+    assert "[fmlbench] Ctrl-C: cancelled this session's Slurm jobs (" in out, out
+    wait_for(lambda: not jobs_from(project), timeout=30, what="the session's jobs to leave the queue")
+    assert set(jobs_of(project).values()) <= set(re.findall(r"\d+", out.split("cancelled this session's Slurm jobs")[1].splitlines()[0]))
+
+
+def test_a_controller_started_with_sigint_ignored_and_blocked_still_takes_ctrl_c(project: Path, write_agent) -> None:
+    """A shell's background job, a supervisor or a test runner's worker can hand SIGINT on ignored or blocked."""
+    agent = write_agent(SLOW_AGENT, cls="Slow")
+
+    def deaf_to_ctrl_c() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "toy_task", f"--agent={agent}",
+                             "--steps=20", "--slurm"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True, preexec_fn=deaf_to_ctrl_c)
+    wait_for(lambda: len(steps_of(project)) >= 1, what="a first recorded step")
+    assert sigint_state(proc.pid) == {"ignored": False, "blocked": False, "caught": True}
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED and "KeyboardInterrupt" in out, out
+    wait_for(lambda: not jobs_from(project), timeout=30, what="the session's jobs to leave the queue")
 
 
 def test_detach_then_reattach_submits_nothing_twice_and_no_key_in_files(project: Path, bench, write_agent,

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -49,6 +50,8 @@ class SlurmController:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.watcher: threading.Thread | None = None
+        self.cancelled: list[str] = []
+        _make_interruptible()
         # submitit warns on every sacct call of a cluster without accounting; states come from scontrol here
         logging.getLogger("submitit").setLevel(logging.ERROR)
         config.stash[EXECUTE_KEY] = self.run_item
@@ -78,9 +81,10 @@ class SlurmController:
                     self.attached.add(run_id)
                     continue
                 executor.update_parameters(**self._request(item))
-                job = executor.submit(ItemJob(self._spec(item)))
-                self.jobs[run_id] = job
-                registry.record(run_id, job.job_id)
+                with _interrupt_deferred():
+                    job = executor.submit(ItemJob(self._spec(item)))
+                    self.jobs[run_id] = job
+                    registry.record(run_id, job.job_id)
         except BaseException:
             self.cancel_all()
             raise
@@ -197,12 +201,20 @@ class SlurmController:
 
     # ---- Ctrl-C and the end of the session
     def cancel_all(self) -> None:
-        ids = [job.job_id for job in self.jobs.values() if not job.paths.result_pickle.exists()]
+        ids = [job.job_id for job in self.jobs.values()
+               if job.job_id not in self.cancelled and not job.paths.result_pickle.exists()]
         cluster.cancel(ids)
+        self.cancelled += ids
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
-        if not self.slurm.detach:
-            self.cancel_all()
+        if self.slurm.detach:
+            return
+        self.cancel_all()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            ids = ", ".join(self.cancelled) or "none running"
+            reporter.write_line(f"[fmlbench] Ctrl-C: cancelled this session's Slurm jobs ({ids}); run the same "
+                                "command again to resume from their recorded steps", red=True, bold=True)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.stop.set()
@@ -210,6 +222,36 @@ class SlurmController:
             self.watcher.join(timeout=5)
         if not self.slurm.detach:
             self._write_live()
+
+
+def _make_interruptible() -> None:
+    """Ctrl-C must reach a controller that has jobs on a cluster, whatever its parent did to SIGINT.
+
+    A disposition of "ignore" and a blocked SIGINT are inherited through fork and exec (a shell's
+    background job, a test runner's worker, a supervisor); a controller started that way would run on
+    after Ctrl-C and leave its jobs on the cluster.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def _interrupt_deferred():
+    """A Ctrl-C during one submission is taken once the job's id is recorded, so no job is left unknown."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pressed:
+            raise KeyboardInterrupt
 
 
 def _final(run_dir: Path, budget: dict) -> bool:
