@@ -10,14 +10,15 @@ burners=${2:-0}
 shift 2 2>/dev/null || shift $#
 [ $# -gt 0 ] || set -- tests/test_slurm.py tests/test_isolation.py tests/test_resume.py -n 2 --dist worksteal
 PY=${PY:-.venv/bin/python}
-mkdir -p reports/soak
+logs=${SOAK_LOGS:-reports/soak}
+mkdir -p "$logs"
 pids=()
 for _ in $(seq "$burners"); do (while :; do :; done) & pids+=($!); done
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
 green=0
 start=$SECONDS
 for round in $(seq "$rounds"); do
-  log=reports/soak/round-$round.log
+  log=$logs/round-$round.log
   t0=$SECONDS
   "$PY" -m pytest -p no:cacheprovider "$@" >"$log" 2>&1
   status=$?

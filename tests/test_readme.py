@@ -39,3 +39,30 @@ def test_readme_compare_example(pytester, toy, bench, monkeypatch):
     assert "random-search/-" in outputs[2] and (pytester.path / "compare.json").is_file()
     assert "baseline/- -> random-search/-" in outputs[4] and "toy_task" in outputs[4]
     assert len(list((pytester.path / "reports" / "fmlbench" / "sessions").glob("0*.json"))) == 2
+
+
+def test_soak_loop_counts_green_rounds_and_keeps_failed_logs(pytester):
+    """`make soak` runs scripts/soak.sh: N fresh sessions beside CPU burners, failed rounds' logs kept."""
+    import os
+    import subprocess
+    import sys
+
+    pytester.makepyfile(test_flaky="""
+        import os, pathlib
+        def test_fails_on_the_second_round():
+            counter = pathlib.Path(os.environ["ROUNDS_FILE"])
+            counter.write_text(counter.read_text() + "x" if counter.exists() else "x")
+            assert len(counter.read_text()) != 2
+    """)
+    logs = pytester.path / "soak-logs"
+    env = {**os.environ, "PY": sys.executable, "SOAK_LOGS": str(logs), "ROUNDS_FILE": str(pytester.path / "rounds")}
+    done = subprocess.run([str(REPO / "scripts" / "soak.sh"), "3", "1", str(pytester.path / "test_flaky.py"),
+                           "-p", "no:cacheprovider", f"--rootdir={pytester.path}"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("soak: round 1/3 green in ") and "1 passed" in lines[0]
+    assert "round 2/3 FAILED" in lines[1] and "1 failed" in lines[1] and "round 3/3 green" in lines[2]
+    assert re.fullmatch(r"soak: 2 of 3 rounds green, 1 CPU burner\(s\), \d+ s", lines[3])
+    assert sorted(p.name for p in logs.iterdir()) == ["round-2.log"]
+    assert "test_fails_on_the_second_round" in (logs / "round-2.log").read_text()
