@@ -92,7 +92,7 @@ class TaskItem(pytest.Item):
             "cost_usd": "unknown" if record.usage.cost_usd is None else round(record.usage.cost_usd, 6),
             "wall_clock_s": round(record.wall_clock_s, 3), "integrity": record.integrity,
             "status": record.status, "constraint_violated": str(record.constraint_violated).lower(),
-            "sandbox": record.sandbox or "unknown",
+            "sandbox": record.sandbox or "unknown", "agent_process": record.agent_process or "unknown",
             RUN_DIR_PROPERTY: str(run_dir), REUSED_PROPERTY: str(reused).lower(),
             RESUMED_PROPERTY: record.resumed_from_step if record.resumed_from_step and not reused else 0,
         }

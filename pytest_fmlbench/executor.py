@@ -87,10 +87,10 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
     start = time.monotonic()
     timed_out = False
     limit = None
-    sink = _CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
+    sink = CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
 
     def before_exec() -> None:
-        _die_with_harness()
+        die_with_harness()
         if group is not None:
             group.enter()
 
@@ -140,10 +140,10 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         reader.join(timeout=5.0)
         sink.close()
     duration = time.monotonic() - start
-    return CommandResult(proc.returncode, timed_out, duration, _tail(log_path, ERROR_TAIL_CHARS), limit)
+    return CommandResult(proc.returncode, timed_out, duration, tail(log_path, ERROR_TAIL_CHARS), limit)
 
 
-class _CappedLog:
+class CappedLog:
     """A command's output on disk: its first LOG_HEAD_BYTES, then only the last LOG_KEEP_BYTES.
 
     A chatty or hostile experiment can neither fill the disk nor the harness's memory.
@@ -190,7 +190,7 @@ class _CappedLog:
             self.fh.close()
 
 
-def _die_with_harness() -> None:
+def die_with_harness() -> None:
     """In the child before exec: if the harness is killed outright, the experiment is killed too."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -205,7 +205,7 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _tail(path: Path, chars: int) -> str:
+def tail(path: Path, chars: int) -> str:
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from .agentkit import AgentLoadError, builtin_names, load_agent_class, parse_agent_options
+from . import isolation
+from .agent_host.describe import describe
+from .agent_host.launcher import DEFAULT_MAX_PROCESSES, AgentLimits
+from .agent_host.locate import locate_spec
+from .agentkit import AgentLoadError, AgentOptions, builtin_names, load_agent_class, parse_agent_options
 from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
 
@@ -22,7 +26,20 @@ DEFAULT_OUT = "reports/fmlbench"
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("fmlbench", "FML-bench: ML research agents as tests")
     group.addoption("--agent", metavar="NAME", help=f"research agent: a built-in name ({', '.join(builtin_names())}), "
-                    "package.module:Class, or path/to/file.py:Class. Without it, benchmark items are skipped.")
+                    "package.module:Class, path/to/file.py:Class, or 'external' (each item waits for any program "
+                    "to drive it over a UNIX socket, see docs/agent-protocol.md). Without it, benchmark items "
+                    "are skipped.")
+    group.addoption("--agent-in-process", action="store_true",
+                    help="run the agent's run(session) inside the harness's process, for a debugger (by default it "
+                    "runs in its own sandboxed process); such runs are marked 'agent in process' in records, JUnit "
+                    "and tables")
+    group.addoption("--agent-timeout", type=float, metavar="S",
+                    help="the agent process's own time budget in seconds, steps and LLM calls not counted "
+                    "(default: 600 + steps x the task's timeout)")
+    group.addoption("--agent-memory-mb", type=int, metavar="MB",
+                    help="memory limit of the agent's process (default: 4096, or less on a small machine)")
+    group.addoption("--agent-max-processes", type=int, default=DEFAULT_MAX_PROCESSES, metavar="N",
+                    help=f"limit on the agent's processes and threads (default {DEFAULT_MAX_PROCESSES})")
     group.addoption("--fmlbench-agents", action="store_true",
                     help="list the built-in agents (what each does, its options, whether it needs an LLM) and exit")
     group.addoption("--agent-opt", action="append", default=[], metavar="NAME=VALUE",
@@ -84,29 +101,68 @@ class BenchConfig:
             raise pytest.UsageError(f"--steps must be at least 1, got {steps}")
         if seeds < 1:
             raise pytest.UsageError(f"--seeds must be at least 1, got {seeds}")
-        try:
-            agent_cls = load_agent_class(spec)
-            options = parse_agent_options(agent_cls, config.getoption("agent_opt"))
-        except AgentLoadError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        out = Path(config.getoption("fmlbench_out"))
+        if not out.is_absolute():
+            out = Path(config.invocation_params.dir) / out
+        sandboxed = not config.getoption("no_sandbox")
+        agent = _agent(config, spec, sandboxed, out)
         model, provider, llm_factory = config.getoption("model"), config.getoption("provider"), None
-        if agent_cls.uses_llm:
+        uses_llm = agent["uses_llm"] if agent["mode"] != "external" else bool(model or provider == "local")
+        if uses_llm:
             if not model and provider != "local":
                 raise pytest.UsageError(f"agent {spec!r} needs an LLM: pass --model=MODEL")
             llm_settings, endpoint = _llm_setup(config)
             model, provider = endpoint.model, endpoint.provider.name
             llm_factory = make_llm_factory(llm_settings)
-        out = Path(config.getoption("fmlbench_out"))
-        if not out.is_absolute():
-            out = Path(config.invocation_params.dir) / out
         settings = RunSettings(
-            agent_cls=agent_cls, agent_name=agent_cls.name or agent_cls.__name__, agent_options=options,
+            agent_cls=agent["cls"], agent_name=agent["name"], agent_options=agent["options"],
             out_dir=out, steps=steps, model=model, provider=provider,
-            fresh=config.getoption("fresh"), sandboxed=not config.getoption("no_sandbox"), llm_factory=llm_factory,
+            fresh=config.getoption("fresh"), sandboxed=sandboxed, llm_factory=llm_factory,
             log=log.info,
             budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
+            agent_mode=agent["mode"], agent_locator=agent["locator"], agent_limits=_agent_limits(config),
         )
         return cls(settings, seeds)
+
+
+def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> dict:
+    """The agent's name, options, LLM need and where its code is; a user's agent is never imported here."""
+    pairs = config.getoption("agent_opt")
+    in_process = config.getoption("agent_in_process")
+    base = Path(config.invocation_params.dir)
+    try:
+        if spec == "external":
+            if pairs or in_process:
+                raise AgentLoadError("--agent=external is another program: --agent-opt and --agent-in-process do "
+                                     "not apply to it")
+            return {"mode": "external", "cls": None, "name": "external", "options": AgentOptions(),
+                    "uses_llm": None, "locator": None}
+        if in_process or ":" not in spec:
+            # a built-in is this package's own code; --agent-in-process asks for the agent in this process
+            cls = load_agent_class(spec)
+            return {"mode": "in process" if in_process else "process", "cls": cls, "name": cls.name or cls.__name__,
+                    "options": parse_agent_options(cls, pairs), "uses_llm": cls.uses_llm,
+                    "locator": None if in_process else locate_spec(spec, base)}
+        locator = locate_spec(spec, base)
+        if sandboxed:
+            isolation.check_available()
+        described = describe(locator, pairs, sandboxed=sandboxed, hidden=[out, base])
+    except AgentLoadError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    except isolation.SandboxUnavailable as exc:
+        raise pytest.UsageError(f"agent {spec!r}: {exc}") from None
+    return {"mode": "process", "cls": None, "name": described.name, "options": described.options,
+            "uses_llm": described.uses_llm, "locator": locator}
+
+
+def _agent_limits(config: pytest.Config) -> AgentLimits:
+    timeout, memory, processes = (config.getoption("agent_timeout"), config.getoption("agent_memory_mb"),
+                                  config.getoption("agent_max_processes"))
+    for option, value in (("--agent-timeout", timeout), ("--agent-memory-mb", memory),
+                          ("--agent-max-processes", processes)):
+        if value is not None and value <= 0:
+            raise pytest.UsageError(f"{option} must be positive, got {value}")
+    return AgentLimits(timeout_s=timeout, memory_mb=memory, max_processes=processes)
 
 
 # LLMSettings fields whose command-line option is named differently

@@ -175,6 +175,7 @@ class ResultsCollector:
         s = self.bench.settings
         return summary.SessionOptions(
             agent=s.agent_name, agent_options=s.agent_options.model_dump(mode="json"), model=s.model,
-            provider=s.provider, steps=s.steps, seeds=self.bench.seeds, sandboxed=s.sandboxed, fresh=s.fresh,
+            provider=s.provider, steps=s.steps, seeds=self.bench.seeds, sandboxed=s.sandboxed,
+            agent_mode=s.agent_mode, fresh=s.fresh,
             max_cost_usd=s.budget.get("max_cost_usd"), max_tokens=s.budget.get("max_tokens"),
         )

@@ -108,6 +108,7 @@ class LiveDisplay:
         self.tty = tty
         self.seen_steps: dict[str, int] = {}
         self.seen_jobs: dict[str, str] = {}
+        self.seen_notices: dict[str, str] = {}
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="fmlbench-live", daemon=True)
         self.live = None
@@ -156,6 +157,16 @@ class LiveDisplay:
     def _poll(self) -> None:
         states = self._states()
         jobs = self._jobs()
+        # a line a run needs its user to see (an external agent's socket), once, in a terminal or not
+        for state in states:
+            notice = state.get("notice")
+            if notice and self.seen_notices.get(state["_id"]) != notice:
+                self.seen_notices[state["_id"]] = notice
+                line = f"[fmlbench] {state['item']}: {notice}"
+                if self.live is not None:
+                    self.live.console.print(line, markup=False, highlight=False)
+                else:
+                    self.write_line(line)
         if self.live is not None:
             rows = [with_job(s, jobs.get(s["_id"])) for s in states if not s.get("finished")]
             running = {s["_id"] for s in states}

@@ -143,6 +143,10 @@ class RunRecord(BaseModel):
     # how experiments were isolated: "bwrap" (the default), "unsandboxed" (--no-sandbox); None in
     # records written before isolation existed
     sandbox: str | None = None
+    # where the agent's run(session) executed: "bwrap" (its own sandboxed process, the default),
+    # "unsandboxed" (its own process, --no-sandbox), "in process" (the harness's, --agent-in-process) or
+    # "external" (another program, --agent=external); None in records written before agents had a process
+    agent_process: str | None = None
     resumed_from_step: int | None = None
 
 

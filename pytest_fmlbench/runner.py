@@ -21,11 +21,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from . import devices, isolation
+from .agent_host import host
+from .agent_host.launcher import AgentLimits
+from .agent_host.locate import AgentLocator, locate_class
 from .agentkit import Agent
 from .executor import scrubbed_env
+from .harness_session import HarnessSession
 from .progress import LiveFile
 from .record import RunRecord, RunStore, now
-from .session import BudgetExhausted, RunStopped, Session
 from .spec import Task
 from .workspace import HarnessError, IntegrityViolation, Workspace
 
@@ -41,9 +44,15 @@ class RunBusy(RuntimeError):
     """Another process is running the same run right now."""
 
 
+# how the agent is labelled where it did not run in its own sandboxed process
+AGENT_IN_PROCESS = "in process"
+AGENT_EXTERNAL = "external"
+
+
 @dataclass(frozen=True)
 class RunSettings:
-    agent_cls: type[Agent]
+    # None for a user's agent, which only its own process imports (agent_locator says where it is)
+    agent_cls: type[Agent] | None
     agent_name: str
     agent_options: Any
     out_dir: Path
@@ -56,18 +65,36 @@ class RunSettings:
     # builds session.llm for one run; gets the run directory, where the LLM layer keeps its call ledger
     llm_factory: Callable[[RunRecord, Path], Any] | None = None
     log: Callable[[str], None] = field(default=lambda msg: None)
+    # where run(session) executes: "process" (its own process, in the sandbox unless sandboxed is False),
+    # "in process" (the harness's, --agent-in-process) or "external" (any program, --agent=external)
+    agent_mode: host.AgentMode = "process"
+    agent_locator: AgentLocator | None = None
+    agent_limits: AgentLimits = AgentLimits()
 
     def identity(self, task: Task, seed: int) -> dict[str, Any]:
         return {
             "task": task.id, "task_version": task.spec.version, "task_fingerprint": task.fingerprint,
             "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
             "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
-            "sandbox": self.sandbox_label,
+            "sandbox": self.sandbox_label, "agent_process": self.agent_process_label,
         }
 
     @property
     def sandbox_label(self) -> str:
         return isolation.SANDBOXED if self.sandboxed else isolation.UNSANDBOXED
+
+    @property
+    def agent_process_label(self) -> str:
+        if self.agent_mode == "in process":
+            return AGENT_IN_PROCESS
+        if self.agent_mode == "external":
+            return AGENT_EXTERNAL
+        return self.sandbox_label
+
+    def locator(self) -> AgentLocator | None:
+        if self.agent_mode != "process":
+            return None
+        return self.agent_locator or locate_class(self.agent_cls)
 
 
 @dataclass
@@ -133,7 +160,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
-        sandbox=settings.sandbox_label,
+        sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
     )
     store.save(record)
     if prior_steps:
@@ -159,20 +186,20 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         search.check_sandbox_view()
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
-        session = Session(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm, log=settings.log,
-                          progress=live.update)
-        agent = settings.agent_cls(settings.agent_options)
-        stop_reason = None
-        try:
-            agent.run(session)
-        except BudgetExhausted:
-            pass
-        except RunStopped as exc:
-            stop_reason = str(exc)
+        session = HarnessSession(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm,
+                                 log=settings.log, progress=live.update)
+        agent = host.drive(
+            mode=settings.agent_mode, session=session, llm=llm, task=task, steps=settings.steps,
+            agent_cls=settings.agent_cls, agent_options=settings.agent_options, locator=settings.locator(),
+            sandboxed=settings.sandboxed, agent_limits=settings.agent_limits,
+            hidden=[task.root, settings.out_dir], log_dir=store.logs,
+            announce=lambda line: _announce(settings, live, f"{task.id}[seed{seed}]", line),
+        )
         session.settle_usage()
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")
+        # whatever ended the agent, the best code so far gets its final test (the original's protocol)
         live.update(action="final test")
         _final_test(task, session, store, record, env, manifest, settings.sandboxed)
     except IntegrityViolation as exc:
@@ -188,12 +215,21 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         tb = "".join(traceback.format_exception(exc, limit=-6))
         finish("error", error=tb[-4000:])
         raise RunError(f"{task.id}: agent {settings.agent_name} crashed: {type(exc).__name__}: {exc}") from exc
-    if stop_reason:
-        return finish("stopped", stop_reason=stop_reason)
+    if agent.kind == "failed":
+        finish("error", error=f"agent {settings.agent_name} {agent.reason}\n{agent.detail}"[-4000:])
+        raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason}")
+    if agent.kind == "stopped":
+        return finish("stopped", stop_reason=agent.reason)
     return finish("finished")
 
 
-def _final_test(task: Task, session: Session, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
+def _announce(settings: RunSettings, live: LiveFile, item: str, line: str) -> None:
+    """A line the user must see while the item runs (the live display prints it, also under -n)."""
+    settings.log(f"{item}: {line}")
+    live.update(notice=line)
+
+
+def _final_test(task: Task, session: HarnessSession, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
                 sandboxed: bool) -> None:
     """Fresh workspace, best-val code restored, validation re-run, test run once (the original's protocol).
 

@@ -1,21 +1,21 @@
 """What an agent sees of a run: the task, the editor, the journal, and ``run_step`` (one validation run).
 
-Agents are policies over this object; the harness owns the budget, the records and the best snapshot.
+Agents are policies over this object. It holds nothing that decides a score: every call is a message
+to the harness (``agent_host.protocol``), which alone owns the workspace, the budget, the records, the
+best snapshot and the LLM keys, and which may be in another process than the agent.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .editor import Edit, EditResult
+from .editor import Edit, EditResult, SearchReplace, WholeFile
 from .journal import Journal
-from .record import RunRecord, RunStore, StepRecord, Usage, files_sha256, now
-from .integrity import Manifest
+from .record import StepRecord, Usage
 from .spec import TaskSpec
-from .workspace import Workspace
 
 
 class BudgetExhausted(Exception):
@@ -38,42 +38,29 @@ class StepResult:
 
 
 class Session:
-    def __init__(
-        self,
-        spec: TaskSpec,
-        workspace: Workspace,
-        store: RunStore,
-        record: RunRecord,
-        manifest: Manifest,
-        *,
-        prior_steps: list[StepRecord] = (),
-        llm: Any = None,
-        log: Callable[[str], None] = lambda msg: None,
-        progress: Callable[..., None] = lambda **fields: None,
-    ):
-        self.task = spec
-        self._workspace = workspace
-        self._store = store
-        self._record = record
-        self._manifest = manifest
-        self._prior = list(prior_steps)
-        self.llm = llm
-        # an LLM client charges each call's usage here, so it lands in the next step's record
-        if llm is not None and callable(getattr(llm, "bind_usage", None)):
-            llm.bind_usage(self.add_usage)
-        self.log = log
-        # live progress for the controller's display (see progress.py); never part of the record
-        self._progress = progress
-        self.journal = Journal(spec.metric.direction)
-        self.rng = random.Random(f"{record.seed}:{record.task}:{record.agent}")
-        self.baseline_files = workspace.editor.read()
-        self._pending_usage = Usage()
-        self.replayed_steps = 0
+    """A client of the harness: ``Session(transport, hello)``, built by whatever starts the agent."""
+
+    def __init__(self, transport, hello: dict[str, Any]):
+        self._transport = transport
+        self.task = TaskSpec.model_validate(hello["task"])
+        self.baseline_files: dict[str, str] = dict(hello["baseline_files"])
+        self._steps_total = int(hello["steps_total"])
+        self.rng = random.Random(hello["rng_seed"])
+        # the agent's own copy of the search tree, kept in step with the harness's by each reply
+        self.journal = Journal(self.task.metric.direction)
+        llm = hello.get("llm")
+        self.llm = RemoteLLM(transport, llm["model"], llm["provider"]) if llm else None
+
+    def log(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    def _ask(self, op: str, **args: Any) -> dict[str, Any]:
+        return self._transport.request(op, args)
 
     # -- what the agent reads -------------------------------------------------------------------
     @property
     def steps_total(self) -> int:
-        return self._record.steps_budget
+        return self._steps_total
 
     @property
     def steps_used(self) -> int:
@@ -85,46 +72,26 @@ class Session:
 
     @property
     def files(self) -> dict[str, str]:
-        return self._workspace.editor.read()
+        return self._ask("files")["files"]
 
     @property
     def best(self) -> StepRecord | None:
         return self.journal.best_node()
 
     def files_of(self, step: int) -> dict[str, str]:
-        return self._store.read_snapshot(self.journal.get(step).snapshot)
+        return self._ask("files_of", step=step)["files"]
 
     # -- what the agent does --------------------------------------------------------------------
     def edit(self, edits: list[Edit]) -> EditResult:
-        return self._workspace.editor.apply(edits)
+        return _edit_result(self._ask("edit", edits=[_edit_message(e) for e in edits]))
 
     def set_files(self, files: dict[str, str]) -> EditResult:
-        return self._workspace.editor.set_files(files)
-
-    def add_usage(self, usage: Usage) -> None:
-        """LLM usage spent since the last step; it is charged to the next step's record."""
-        self._pending_usage = self._pending_usage + usage
+        return _edit_result(self._ask("set_files", files=files))
 
     def annotate(self, step: int, *, analysis: str | None = None, extra: dict[str, Any] | None = None) -> None:
         """Add what the agent learnt after a step ran (e.g. an LLM review) to its record; costs no step."""
-        node = self.journal.get(step)
-        changed = False
-        if analysis is not None and node.analysis != analysis:
-            node.analysis = analysis
-            changed = True
-        if extra and any(node.extra.get(k) != v for k, v in extra.items()):
-            node.extra = {**node.extra, **extra}
-            changed = True
-        if changed:
-            # recorded steps not yet replayed stay in the file: a crash during a resume loses nothing
-            self._store.rewrite_steps(self.journal.nodes + self._prior[len(self.journal):])
-
-    def settle_usage(self) -> None:
-        """Usage spent after the last step (its review, a call that crossed a budget) joins the run total."""
-        if self._pending_usage.calls:
-            self._record.usage = self._record.usage + self._pending_usage
-            self._pending_usage = Usage()
-            self._store.save(self._record)
+        node = self._ask("annotate", step=step, analysis=analysis, extra=extra)["node"]
+        self.journal.nodes[step - 1] = StepRecord.model_validate(node)
 
     def run_step(
         self,
@@ -138,78 +105,39 @@ class Session:
         extra: dict[str, Any] | None = None,
     ) -> StepResult:
         """Run validation on the current editable files: one step of the budget."""
-        if self.steps_left <= 0:
-            raise BudgetExhausted(f"all {self.steps_total} steps used")
-        number = self.steps_used + 1
-        files = self.files
-        replay = self._replayable(number, files, action)
-        if replay is not None:
-            self.journal.add(replay)
-            self.replayed_steps += 1
-            self._pending_usage = Usage()
-            self._refresh_record()
-            self._report_progress(replay)
-            return self._result(replay, replayed=True)
+        sent = None if edit is None else {"applied": edit.applied, "changed": list(edit.changed), "error": edit.error}
+        reply = self._ask("run_step", action=action, plan=plan, parent=parent, edit=sent, idea=idea,
+                          analysis=analysis, extra=extra or {})
+        self.journal.add(StepRecord.model_validate(reply["node"]))
+        return StepResult(**reply["result"])
 
-        self._progress(step=number, action=action)
-        started = now()
-        outcome = self._workspace.run_split("val", f"step_{number:04d}", manifest=self._manifest)
-        snapshot, sha = self._store.write_snapshot(number, files)
-        best_before = self.best
-        node = StepRecord(
-            step=number, parent=parent, action=action, plan=plan, idea=idea,
-            edit_applied=edit.applied if edit else True, edit_error=edit.error if edit else "",
-            success=outcome.success, metric=outcome.metric if outcome.success else None,
-            metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error,
-            analysis=analysis, duration_s=outcome.duration_s, started_at=started,
-            usage=self._pending_usage, snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
-            blocked=outcome.blocked,
-        )
-        node.is_best = node.success and node.metric is not None and (
-            best_before is None or self.journal.better(node.metric, best_before.metric)
-        )
-        self._pending_usage = Usage()
-        self.journal.add(node)
-        self._store.append_step(node)
-        self._refresh_record()
-        self._report_progress(node)
-        verdict = f"{node.metric:.6g}" if node.success else "failed"
-        self.log(f"{self.task.id} step {number}/{self.steps_total} [{action}] -> {verdict}{' (best)' if node.is_best else ''}")
-        return self._result(node)
 
-    # -- internals ------------------------------------------------------------------------------
-    def _report_progress(self, node: StepRecord) -> None:
-        rec = self._record
-        self._progress(
-            step=node.step, done=node.step, action=node.action, best_val=rec.best_val,
-            failed=rec.steps_used - rec.valid_steps, tokens=rec.usage.total_tokens, cost_usd=rec.usage.cost_usd,
-            last={"action": node.action, "success": node.success, "metric": node.metric},
-        )
+class RemoteLLM:
+    """``session.llm``: each call is made, priced, budgeted and recorded by the harness, with its keys."""
 
-    def _replayable(self, number: int, files: dict[str, str], action: str) -> StepRecord | None:
-        """On resume, a recorded step whose code and action match is reused instead of re-run."""
-        if number > len(self._prior):
-            return None
-        recorded = self._prior[number - 1]
-        if recorded.snapshot_sha256 == files_sha256(files) and recorded.action == action:
-            return recorded
-        # the agent diverged from the record: what follows in it no longer describes this run
-        self._prior = self._prior[: number - 1]
-        self._store.rewrite_steps(self._prior)
-        return None
+    def __init__(self, transport, model: str, provider: str):
+        self._transport = transport
+        self.model = model
+        self.provider = provider
 
-    def _result(self, node: StepRecord, replayed: bool = False) -> StepResult:
-        return StepResult(node.step, node.success, node.metric, node.metrics, node.error, node.is_best, replayed)
+    def complete(self, messages, *, temperature: float | None = None, max_output_tokens: int = 4096,
+                 purpose: str = ""):
+        from .llm.client import Reply
 
-    def _refresh_record(self) -> None:
-        rec = self._record
-        rec.steps_used = len(self.journal)
-        rec.valid_steps = len(self.journal.good_nodes)
-        best = self.best
-        rec.best_step = best.step if best else None
-        rec.best_val = best.metric if best else None
-        total = Usage()
-        for node in self.journal:
-            total = total + node.usage
-        rec.usage = total
-        self._store.save(rec)
+        reply = self._transport.request("llm.complete", {
+            "messages": [dict(m) for m in messages], "temperature": temperature,
+            "max_output_tokens": max_output_tokens, "purpose": purpose,
+        })
+        return Reply(reply["text"], Usage.model_validate(reply["usage"]), reply["finish_reason"], reply["replayed"])
+
+
+def _edit_message(edit: Edit) -> dict[str, str]:
+    if isinstance(edit, WholeFile):
+        return {"kind": "whole", "path": edit.path, "content": edit.content}
+    if isinstance(edit, SearchReplace):
+        return {"kind": "search_replace", "path": edit.path, "search": edit.search, "replace": edit.replace}
+    raise TypeError(f"an edit is a WholeFile or a SearchReplace, not {type(edit).__name__}")
+
+
+def _edit_result(reply: dict[str, Any]) -> EditResult:
+    return EditResult(reply["applied"], tuple(reply["changed"]), reply["error"])

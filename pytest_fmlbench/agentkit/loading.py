@@ -35,8 +35,19 @@ class AgentLoadError(ValueError):
     """One line: which agent and why it cannot be used."""
 
 
+# set in an agent's own process, whose sandbox shows the folder but not the checkout around it
+_FOLDER: list[Path] = []
+
+
+def use_agents_dir(folder: Path) -> None:
+    """Take the built-in agents from ``folder``, as the harness found it."""
+    _FOLDER[:] = [Path(folder)]
+
+
 def agents_dir() -> Path:
     """The built-in agents' folder, found from this package's location (never the working directory)."""
+    if _FOLDER:
+        return _FOLDER[0]
     root = Path(__file__).resolve().parents[2]
     installed = root / _INSTALLED_NAME
     if installed.is_dir():
@@ -97,13 +108,16 @@ def load_builtin(name: str) -> type[Agent]:
     return matching[0]
 
 
-def load_agent_class(spec: str) -> type[Agent]:
-    """A built-in name, ``package.module:Class`` or ``path/to/file.py:Class``."""
+def load_agent_class(spec: str, base_dir: Path | None = None) -> type[Agent]:
+    """A built-in name, ``package.module:Class`` or ``path/to/file.py:Class`` (relative to ``base_dir``)."""
     if ":" not in spec:
         return load_builtin(spec)
     where, _, attr = spec.rpartition(":")
     try:
-        module = _load_file(Path(where)) if where.endswith(".py") else importlib.import_module(where)
+        if where.endswith(".py"):
+            module = _load_file(Path(where) if base_dir is None else Path(base_dir) / where, where)
+        else:
+            module = importlib.import_module(where)
     except AgentLoadError:
         raise
     except Exception as exc:  # a user's module may fail in any way while importing
@@ -116,9 +130,9 @@ def load_agent_class(spec: str) -> type[Agent]:
     return cls
 
 
-def _load_file(path: Path) -> ModuleType:
+def _load_file(path: Path, shown: str) -> ModuleType:
     if not path.is_file():
-        raise AgentLoadError(f"agent file {str(path)!r} does not exist")
+        raise AgentLoadError(f"agent file {shown!r} does not exist")
     name = f"fmlbench_user_agent_{abs(hash(path.resolve()))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

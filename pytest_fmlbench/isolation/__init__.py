@@ -50,27 +50,24 @@ class ExperimentView:
     hide_data: tuple[str, ...] = ()  # package resources ('sklearn:datasets/data/digits.csv.gz') the task's data comes from
 
 
+@dataclass(frozen=True)
+class AgentView:
+    """What an agent's own process may see: its code, read-only, and nothing of any run."""
+
+    code: list[Path]            # the agent's own files and folders
+    hidden: list[Path]          # paths that must stay invisible even if an allowed tree contains them
+    hide_data: tuple[str, ...] = ()
+
+
 def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
     """``argv`` wrapped in bubblewrap with the allowlisted view of the machine.
 
     Raises SandboxUnavailable when a declared data resource cannot be found: its data may have moved
     where no mask covers it.
     """
-    try:
-        masks = package_data.masks(view.hide_data)
-    except package_data.ResourceError as exc:
-        raise SandboxUnavailable(f"the task's data cannot be hidden from the experiment: {exc}") from None
-    args = [
-        "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        # the private scratch folders first: a later bind (an interpreter or a checkout that lives
-        # under /tmp) must not be covered by them
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
-        "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", mounts.SANDBOX_HOME,
-        *mounts.system_binds(),
-        *mounts.python_binds(view.hidden),
-        *mounts.gpu_binds(device_minors(view.gpus)),
-        "--bind", str(view.workspace), str(view.workspace),
-    ]
+    masks = _data_masks(view.hide_data)
+    args = [*_base_args(view.hidden), *mounts.gpu_binds(device_minors(view.gpus)),
+            "--bind", str(view.workspace), str(view.workspace)]
     for path in view.read_only:
         args += ["--ro-bind", str(path), str(path)]
     args += ["--bind", str(view.out), str(view.out)]
@@ -79,6 +76,38 @@ def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
     # nothing outside the binds above can be created or changed, not even in the sandbox's own root
     args += ["--remount-ro", "/", "--chdir", str(view.workspace), "--"]
     return args + argv
+
+
+def agent_argv(view: AgentView, argv: list[str]) -> list[str]:
+    """``argv`` (an agent's process) in bubblewrap: the experiments' allowlist, minus any workspace or
+    ``{out}``, plus the agent's code read-only; its only writable places are its private ``/tmp`` and home."""
+    masks = _data_masks(view.hide_data)
+    args = _base_args(view.hidden)
+    for path in view.code:
+        args += ["--ro-bind", str(path), str(path)]
+    args += masks.binds()
+    args += ["--remount-ro", "/", "--chdir", mounts.SANDBOX_HOME, "--"]
+    return args + argv
+
+
+def _data_masks(hide_data: tuple[str, ...]) -> package_data.Masks:
+    try:
+        return package_data.masks(hide_data)
+    except package_data.ResourceError as exc:
+        raise SandboxUnavailable(f"the task's data cannot be hidden from the experiment: {exc}") from None
+
+
+def _base_args(hidden: list[Path]) -> list[str]:
+    """No network, no capabilities, its own PID namespace, the system and the interpreter read-only."""
+    return [
+        "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        # the private scratch folders first: a later bind (an interpreter or a checkout that lives
+        # under /tmp) must not be covered by them
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
+        "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", mounts.SANDBOX_HOME,
+        *mounts.system_binds(),
+        *mounts.python_binds(hidden),
+    ]
 
 
 # Variables an experiment may inherit; everything else (keys, tokens, database URLs, whatever a user
@@ -145,6 +174,6 @@ def step_limits(memory_mb: int | None, max_processes: int, gpus: bool) -> limits
 
 
 __all__ = [
-    "ExperimentView", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
+    "AgentView", "ExperimentView", "agent_argv", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
     "sandbox_env", "step_limits",
 ]

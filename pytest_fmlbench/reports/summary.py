@@ -98,6 +98,8 @@ class SessionOptions(_Strict):
     steps: int
     seeds: int
     sandboxed: bool = True
+    # where the agent ran: "process" (its own, the default), "in process" or "external"
+    agent_mode: str = "process"
     fresh: bool = False
     max_cost_usd: float | None = None
     max_tokens: int | None = None

@@ -79,6 +79,10 @@ def labels(record: RunRecord) -> list[str]:
         out.append(f"stopped by budget ({record.stop_reason})" if record.stop_reason else "stopped by budget")
     if record.sandbox == "unsandboxed":
         out.append("unsandboxed")
+    if record.agent_process == "in process":
+        out.append("agent in process")
+    elif record.agent_process == "external":
+        out.append("external agent")
     if record.final_val_error and record.test_metric is not None:
         out.append("final val re-run failed, test still run")
     if record.test_error:

@@ -1,0 +1,85 @@
+"""The agent's own process: ``python -m pytest_fmlbench.agent_host.child run|describe FD``.
+
+``run``: say hello over the inherited socket ``FD``, load the agent the harness names, call its
+``run(session)`` with a ``Session`` that speaks the protocol, and say how it ended. ``describe``: load a
+user's agent and validate its options, so that the harness never imports the user's code itself.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import traceback
+from typing import Any
+
+from ..agentkit.base import Agent
+from ..agentkit.loading import AgentLoadError, parse_agent_options
+from ..session import BudgetExhausted, RunStopped, Session
+from .locate import AgentLocator
+from .protocol import MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode, encode
+from .transport import HarnessGone, SocketTransport, hello
+
+
+def run_agent(agent: Agent, session: Session) -> dict[str, Any]:
+    """How ``agent.run(session)`` ended, as the protocol's ``done`` arguments."""
+    try:
+        agent.run(session)
+    except BudgetExhausted:
+        return {"outcome": "budget_exhausted"}
+    except RunStopped as exc:
+        return {"outcome": "stopped", "reason": str(exc)}
+    except HarnessGone:
+        raise
+    except (Exception, SystemExit) as exc:
+        return crashed(exc)
+    return {"outcome": "finished"}
+
+
+def crashed(exc: BaseException) -> dict[str, Any]:
+    text = "".join(traceback.format_exception(exc, limit=-6))
+    return {"outcome": "crashed", "reason": str(exc), "error_type": type(exc).__name__,
+            "traceback": text[-MAX_TRACEBACK_CHARS:]}
+
+
+def _run(sock: socket.socket) -> int:
+    transport = SocketTransport(sock)
+    try:
+        greeting = hello(transport)
+        session = Session(transport, greeting)
+        try:
+            agent_cls = AgentLocator.from_json(greeting["agent"]["locator"]).load()
+            agent = agent_cls(agent_cls.Options.model_validate(greeting["agent"]["options"]))
+        except Exception as exc:  # its module may fail in any way while importing
+            done = crashed(exc)
+        else:
+            done = run_agent(agent, session)
+        transport.request("done", done)
+    except HarnessGone:
+        return 1  # the harness ended the run; nothing is left to say
+    return 0
+
+
+def _describe(sock: socket.socket) -> int:
+    request = decode(sock.makefile("rb").readline(MAX_MESSAGE_BYTES))
+    spec = request["locator"]["spec"]
+    try:
+        cls = AgentLocator.from_json(request["locator"]).load()
+        options = parse_agent_options(cls, request["pairs"])
+        reply = {"name": cls.name or cls.__name__, "uses_llm": bool(cls.uses_llm),
+                 "options": options.model_dump(mode="json")}
+    except AgentLoadError as exc:
+        reply = {"error": str(exc)}
+    except Exception as exc:
+        reply = {"error": f"agent {spec!r}: {type(exc).__name__}: {exc}"}
+    sock.sendall(encode(reply))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    mode, fd = argv[0], int(argv[1])
+    sock = socket.socket(fileno=fd)
+    return _describe(sock) if mode == "describe" else _run(sock)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

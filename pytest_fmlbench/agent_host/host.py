@@ -1,0 +1,105 @@
+"""Running an agent against a run: in its own sandboxed process (the default), in the harness's process
+(``--agent-in-process``, for debuggers), or as any program on a UNIX socket (``--agent=external``).
+
+All three go through the same protocol and dispatcher; they differ only in where ``run`` executes.
+Whatever goes wrong on the agent's side ends as an ``AgentOutcome`` of kind ``failed`` with one line;
+the harness's own failures (integrity, a broken harness) propagate as they would without an agent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from ..harness_session import HarnessSession
+from ..session import Session
+from ..spec import Task
+from . import external
+from .child import run_agent
+from .launcher import OUTPUT_LIMIT_BYTES, AgentLimits, AgentProcess
+from .locate import AgentLocator
+from .outcome import AgentOutcome, from_done
+from .serve import CLOSED, EXITED, FLOODED, LIMIT, TIMED_OUT, Ended, serve
+from .server import Dispatcher
+from .transport import LocalTransport, hello
+
+AgentMode = Literal["process", "in process", "external"]
+# the agent's own time beyond what its steps may take, and per step on top of the task's timeout
+_BASE_BUDGET_S = 600.0
+
+
+def own_time_budget(agent_limits: AgentLimits, task: Task, steps: int) -> float:
+    """The agent's own wall-clock budget: the time the harness spends on its requests is not counted."""
+    if agent_limits.timeout_s is not None:
+        return agent_limits.timeout_s
+    return _BASE_BUDGET_S + steps * task.spec.timeout_s
+
+
+def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, steps: int, agent_cls: Any = None,
+          agent_options: Any = None, locator: AgentLocator | None = None, sandboxed: bool = True,
+          agent_limits: AgentLimits = AgentLimits(), hidden: list[Path] = (), log_dir: Path,
+          announce=print) -> AgentOutcome:
+    """Run the agent until it is done or fails; raises what the harness itself raised while serving it."""
+    payload = None
+    if mode == "process":
+        payload = {"locator": locator.to_json(), "options": agent_options.model_dump(mode="json")}
+    dispatcher = Dispatcher(session, llm, agent=payload)
+    budget = own_time_budget(agent_limits, task, steps)
+    if mode == "in process":
+        outcome = _in_process(dispatcher, agent_cls(agent_options))
+    elif mode == "external":
+        outcome = external.serve_one(dispatcher, task.id, budget, announce)
+    else:
+        proc = AgentProcess("run", sandboxed=sandboxed, code=[Path(c) for c in locator.code], hidden=list(hidden),
+                            hide_data=tuple(task.spec.sandbox.hide), agent_limits=agent_limits,
+                            log_path=log_dir / _log_name(session))
+        outcome = _own_process(proc, dispatcher, budget)
+    if dispatcher.fatal is not None:
+        raise dispatcher.fatal
+    return outcome
+
+
+def _in_process(dispatcher: Dispatcher, agent) -> AgentOutcome:
+    transport = LocalTransport(dispatcher)
+    session = _session(transport)
+    transport.request("done", run_agent(agent, session))
+    return from_done(dispatcher.done)
+
+
+def _session(transport) -> Session:
+    return Session(transport, hello(transport))
+
+
+def _own_process(proc: AgentProcess, dispatcher: Dispatcher, budget: float) -> AgentOutcome:
+    try:
+        serve(proc.conn, dispatcher, budget, proc)
+    except Ended as ended:
+        proc.close(grace_s=2.0 if ended.kind in (CLOSED, EXITED) else 0.0)
+        return AgentOutcome("failed", _process_failure(ended, proc, budget), proc.output_tail())
+    except BaseException:
+        proc.close(grace_s=0.0)
+        raise
+    proc.close()
+    return from_done(dispatcher.done)
+
+
+def _process_failure(ended: Ended, proc: AgentProcess, budget: float) -> str:
+    # what the process ran into explains its end better than the closed socket it left
+    limit = proc.limit()
+    if proc.flooded or ended.kind == FLOODED:
+        return f"flooded its output (more than {OUTPUT_LIMIT_BYTES >> 20} MiB); its process was killed"
+    if limit or ended.kind == LIMIT:
+        held = (f"{proc.limits.memory_bytes() >> 20} MB" if limit == "out of memory"
+                else f"{proc.limits.max_processes} processes")
+        return f"hit a limit of its process: {limit or 'a resource limit'} (its limit: {held}); it was killed"
+    if ended.kind == TIMED_OUT:
+        return (f"exceeded its time budget of {budget:g} s (its own time, steps and model calls not counted; "
+                "--agent-timeout sets it); its process was killed")
+    if ended.kind == "protocol":
+        return f"broke the protocol ({ended}); its process was killed"
+    return f"process ended before the agent said it was done ({proc.exit_description()})"
+
+
+def _log_name(session: HarnessSession) -> str:
+    resumed = session.resumed_after
+    return f"agent_after_step_{resumed:04d}.log" if resumed else "agent.log"

@@ -1,0 +1,31 @@
+"""How an agent's run ended, as the runner needs it: finished, stopped (with the reason), or failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .protocol import MAX_LABEL_CHARS, DoneArgs
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    kind: Literal["finished", "stopped", "failed"]
+    reason: str = ""  # one line: why it stopped, or what went wrong ("crashed: RuntimeError: policy bug")
+    detail: str = ""  # for the record: the traceback, or the end of the process's output
+
+
+def from_done(done: DoneArgs) -> AgentOutcome:
+    """What the agent itself said in its last message."""
+    if done.outcome in ("finished", "budget_exhausted"):
+        return AgentOutcome("finished")
+    if done.outcome == "stopped":
+        return AgentOutcome("stopped", one_line(done.reason))
+    return AgentOutcome("failed", one_line(f"crashed: {done.error_type or 'an exception'}: {done.reason}"),
+                        done.traceback)
+
+
+def one_line(text: str) -> str:
+    """The first line, within a length a terminal line can show: an agent's words stay one line of output."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 2 * MAX_LABEL_CHARS else line[:2 * MAX_LABEL_CHARS] + " [...]"

@@ -1,0 +1,90 @@
+"""The agent's end of the protocol: send a request, wait for its answer, raise what the harness raised.
+
+``SocketTransport`` speaks over the socket an agent process inherits (or any connected stream socket);
+``LocalTransport`` hands the same encoded messages straight to the harness's dispatcher, for an agent
+run inside the harness's process (``--agent-in-process``), so both go through one code path.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Protocol
+
+from .protocol import (
+    BAD_REQUEST, BUDGET_EXHAUSTED, LLM_CALL_ERROR, MAX_MESSAGE_BYTES, RUN_STOPPED, VERSION, ProtocolViolation,
+    RequestError, decode, encode,
+)
+
+
+class Transport(Protocol):
+    def request(self, op: str, args: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class HarnessGone(ConnectionError):
+    """The harness closed the connection (it ended the run, or it is gone)."""
+
+
+class SocketTransport:
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+        self._reader = sock.makefile("rb")
+        self._next_id = 0
+
+    def request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        try:
+            self._sock.sendall(encode({"id": self._next_id, "op": op, "args": args}))
+            line = self._reader.readline(MAX_MESSAGE_BYTES + 1)
+        except OSError as exc:
+            raise HarnessGone(f"the harness closed the connection ({exc})") from None
+        if not line.endswith(b"\n"):
+            raise HarnessGone("the harness closed the connection")
+        return unwrap(decode(line))
+
+    def close(self) -> None:
+        self._reader.close()
+        self._sock.close()
+
+
+class LocalTransport:
+    def __init__(self, dispatcher):
+        self._dispatcher = dispatcher
+        self._next_id = 0
+
+    def request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        line = self._dispatcher.handle_line(encode({"id": self._next_id, "op": op, "args": args}))
+        return unwrap(decode(line))
+
+
+def hello(transport: Transport) -> dict[str, Any]:
+    return transport.request("hello", {"version": VERSION})
+
+
+def unwrap(reply: dict[str, Any]) -> dict[str, Any]:
+    if reply.get("ok") is True and isinstance(reply.get("result"), dict):
+        return reply["result"]
+    err = reply.get("error")
+    if not isinstance(err, dict):
+        raise ProtocolViolation("a reply with neither a result nor an error")
+    raise exception_for(err)
+
+
+def exception_for(err: dict[str, Any]) -> Exception:
+    """The exception an in-process agent would have seen for the same failure."""
+    # imported here: the session module builds on this one
+    from ..llm.errors import LLMCallError
+    from ..session import BudgetExhausted, RunStopped
+
+    kind, message = str(err.get("type", "")), str(err.get("message", ""))
+    if kind == BUDGET_EXHAUSTED:
+        return BudgetExhausted(message)
+    if kind == RUN_STOPPED:
+        return RunStopped(message)
+    if kind == LLM_CALL_ERROR:
+        status = err.get("status")
+        return LLMCallError(message, status=status if isinstance(status, int) else None,
+                            kind=str(err.get("kind", "error")))
+    if kind == BAD_REQUEST:
+        return RequestError(message)
+    return ProtocolViolation(f"{kind}: {message}")
