@@ -54,6 +54,7 @@ class AgentProcess:
         self.sandboxed = sandboxed
         self.limits = agent_limits
         self.flooded = False
+        self._tripped: str | None = None
         self._scratch: str | None = None
         self.group = self._group()
         self.conn, theirs = socket.socketpair()
@@ -131,8 +132,10 @@ class AgentProcess:
         return self.proc.poll()
 
     def limit(self) -> str | None:
-        """The limit the process hit ('out of memory', 'too many processes'), if any."""
-        return None if self.group is None else self.group.tripped()
+        """The limit the process hit ('out of memory', 'too many processes'), if any; kept after ``close``."""
+        if self._tripped is None and self.group is not None:
+            self._tripped = self.group.tripped()
+        return self._tripped
 
     def kill(self) -> None:
         try:
@@ -152,7 +155,9 @@ class AgentProcess:
         self.proc.wait()
         self.conn.close()
         if self.group is not None:
+            self.limit()
             self.group.close()
+            self.group = None
         self._reader.join(timeout=5.0)
         self._sink.close()
         if self._scratch:
@@ -163,6 +168,8 @@ class AgentProcess:
         code = self.proc.returncode
         if code is None:
             return "still running"
+        if self.sandboxed and code > 128:
+            code = 128 - code  # bwrap's exit status for a child killed by a signal
         if code < 0:
             try:
                 return f"killed by {signal.Signals(-code).name}"

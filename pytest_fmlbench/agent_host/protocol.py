@@ -57,7 +57,8 @@ Text = Annotated[str, _cap(MAX_TEXT_CHARS)]
 Label = Annotated[str, _cap(MAX_LABEL_CHARS)]
 
 
-def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+def check_extra(value: dict[str, Any]) -> dict[str, Any]:
+    """An ``extra`` the harness will keep: JSON data within MAX_EXTRA_BYTES; raises ValueError otherwise."""
     try:
         size = len(json.dumps(value, ensure_ascii=False))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -67,7 +68,7 @@ def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-Extra = Annotated[dict[str, Any], AfterValidator(_json_object)]
+Extra = Annotated[dict[str, Any], AfterValidator(check_extra)]
 
 
 class _Args(BaseModel):

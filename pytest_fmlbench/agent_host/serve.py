@@ -7,7 +7,7 @@ process ends the session with one line saying which; the harness's own failures 
 
 from __future__ import annotations
 
-import select
+import selectors
 import socket
 import time
 from typing import Protocol
@@ -49,6 +49,17 @@ class Ended(Exception):
 def serve(conn: socket.socket, dispatcher: Dispatcher, budget_s: float, watched: Watched | None = None) -> None:
     """Serve requests until ``dispatcher.done`` is set; raises Ended otherwise."""
     conn.setblocking(False)
+    # a selector, not select(): the harness may hold more than 1024 descriptors
+    waiter = selectors.DefaultSelector()
+    waiter.register(conn, selectors.EVENT_READ)
+    try:
+        _serve(conn, waiter, dispatcher, budget_s, watched)
+    finally:
+        waiter.close()
+
+
+def _serve(conn: socket.socket, waiter: selectors.BaseSelector, dispatcher: Dispatcher, budget_s: float,
+           watched: Watched | None) -> None:
     buffer = bytearray()
     scanned = 0
     started = time.monotonic()
@@ -67,8 +78,7 @@ def serve(conn: socket.socket, dispatcher: Dispatcher, budget_s: float, watched:
                 exited_at = time.monotonic()
             if exited_at is not None and time.monotonic() - exited_at > _EXIT_GRACE_S:
                 raise Ended(EXITED)
-        readable, _, _ = select.select([conn], [], [], max(0.0, min(POLL_S, budget_s - own)))
-        if not readable:
+        if not waiter.select(max(0.0, min(POLL_S, budget_s - own))):
             continue
         try:
             chunk = conn.recv(1 << 20)

@@ -79,6 +79,12 @@ class Dispatcher:
             return self._run_step(args)
         if op == "annotate":
             step = self._recorded(args.step)
+            if args.extra:
+                # annotations add up: the step's whole extra stays within the cap
+                try:
+                    p.check_extra({**s.journal.get(step).extra, **args.extra})
+                except ValueError as exc:
+                    raise p.RequestError(f"annotate: extra of step {step} would be {exc}") from None
             s.annotate(step, analysis=args.analysis, extra=args.extra)
             return {"node": _node(s.journal.get(step))}
         if op == "journal":
@@ -106,8 +112,10 @@ class Dispatcher:
                 "steps_total": s.steps_total, "rng_seed": s.rng_seed, "llm": llm, "agent": self.agent}
 
     def _recorded(self, step: int) -> int:
-        if not 1 <= step <= self.session.steps_used:
-            raise p.RequestError(f"step {step} does not exist; steps recorded: 1 to {self.session.steps_used}")
+        used = self.session.steps_used
+        if not 1 <= step <= used:
+            recorded = f"steps 1 to {used} are" if used > 1 else "step 1 is" if used else "no step is"
+            raise p.RequestError(f"step {step} does not exist: {recorded} recorded")
         return step
 
     def _run_step(self, args: p.RunStepArgs) -> dict[str, Any]:
