@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,11 +68,22 @@ class TaskItem(pytest.Item):
         bench = self.config.stash[BENCH_KEY]
         try:
             run = self.config.stash.get(EXECUTE_KEY, execute)
-            self.outcome = run(self.task, self.seed, bench.settings)
+            self.outcome = run(self.task, self.seed, replace(bench.settings, announce=self._announce))
         except RunError:
             self._record_from_disk(bench)
             raise
         self._record_properties(self.outcome.record, self.outcome.store.dir, self.outcome.reused)
+
+    def _announce(self, line: str) -> None:
+        """A line the user needs now (an external agent's socket), past the capture of this item's output."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None or hasattr(self.config, "workerinput"):
+            return  # an xdist worker's output is not shown: the controller prints it from the live file
+        with capman.global_and_fixture_disabled() if capman is not None else nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+            reporter.flush()
 
     def _record_from_disk(self, bench) -> None:
         _, run_dir = run_dir_for(bench.settings, self.task, self.seed)

@@ -70,6 +70,8 @@ class RunSettings:
     agent_mode: host.AgentMode = "process"
     agent_locator: AgentLocator | None = None
     agent_limits: AgentLimits = AgentLimits()
+    # shows a line to the user at once, past pytest's output capture (set per item by the plugin)
+    announce: Callable[[str], None] | None = None
 
     def identity(self, task: Task, seed: int) -> dict[str, Any]:
         return {
@@ -224,9 +226,12 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
 
 
 def _announce(settings: RunSettings, live: LiveFile, item: str, line: str) -> None:
-    """A line the user must see while the item runs (the live display prints it, also under -n)."""
+    """A line the user must see while the item runs: printed here, and by the controller's live display
+    (under -n, where a worker's output is not shown)."""
     settings.log(f"{item}: {line}")
     live.update(notice=line)
+    if settings.announce is not None:
+        settings.announce(f"[fmlbench] {item}: {line}")
 
 
 def _final_test(task: Task, session: HarnessSession, store: RunStore, record: RunRecord, env: dict[str, str], manifest,

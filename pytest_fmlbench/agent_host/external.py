@@ -47,7 +47,7 @@ def serve_one(dispatcher: Dispatcher, item: str, budget_s: float, announce: Call
                     why = "disconnected before it said it was done"
                 else:
                     why = f"broke the protocol ({ended})"
-                return AgentOutcome("failed", f"(external) {why}")
+                return AgentOutcome("failed", why)
         return from_done(dispatcher.done)
     finally:
         listener.close()
