@@ -7,6 +7,7 @@ user's agent and validate its options, so that the harness never imports the use
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 import traceback
@@ -76,6 +77,9 @@ def _describe(sock: socket.socket) -> int:
 
 
 def main(argv: list[str]) -> int:
+    # started with SIGTERM ignored (see launcher); a handler instead keeps this process running, while the
+    # agent's own subprocesses get the default SIGTERM back when they exec
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     mode, fd = argv[0], int(argv[1])
     sock = socket.socket(fileno=fd)
     return _describe(sock) if mode == "describe" else _run(sock)

@@ -71,6 +71,10 @@ class AgentProcess:
 
         def before_exec() -> None:
             die_with_harness()
+            # the agent's process is the harness's to stop (SIGKILL, or with the harness): a SIGTERM meant for
+            # the whole job (scancel, a scheduler) leaves it running, as it leaves the harness running under
+            # submitit, until the job's SIGKILL ends both; the agent's process takes over with a handler
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if self.group is not None:
                 self.group.enter()
 
