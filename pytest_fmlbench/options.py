@@ -11,9 +11,10 @@ from pydantic import ValidationError
 
 from . import isolation
 from .agent_host.describe import describe
+from .agent_host.host import AgentMode
 from .agent_host.launcher import DEFAULT_MAX_PROCESSES, AgentLimits
-from .agent_host.locate import locate_spec
-from .agentkit import AgentLoadError, AgentOptions, builtin_names, load_agent_class, parse_agent_options
+from .agent_host.locate import AgentLocator, locate_spec
+from .agentkit import Agent, AgentLoadError, AgentOptions, builtin_names, load_agent_class, parse_agent_options
 from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
 
@@ -107,7 +108,7 @@ class BenchConfig:
         sandboxed = not config.getoption("no_sandbox")
         agent = _agent(config, spec, sandboxed, out)
         model, provider, llm_factory = config.getoption("model"), config.getoption("provider"), None
-        uses_llm = agent["uses_llm"] if agent["mode"] != "external" else bool(model or provider == "local")
+        uses_llm = agent.uses_llm if agent.uses_llm is not None else bool(model or provider == "local")
         if uses_llm:
             if not model and provider != "local":
                 raise pytest.UsageError(f"agent {spec!r} needs an LLM: pass --model=MODEL")
@@ -115,17 +116,27 @@ class BenchConfig:
             model, provider = endpoint.model, endpoint.provider.name
             llm_factory = make_llm_factory(llm_settings)
         settings = RunSettings(
-            agent_cls=agent["cls"], agent_name=agent["name"], agent_options=agent["options"],
+            agent_cls=agent.cls, agent_name=agent.name, agent_options=agent.options,
             out_dir=out, steps=steps, model=model, provider=provider,
             fresh=config.getoption("fresh"), sandboxed=sandboxed, llm_factory=llm_factory,
             log=log.info,
             budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
-            agent_mode=agent["mode"], agent_locator=agent["locator"], agent_limits=_agent_limits(config),
+            agent_mode=agent.mode, agent_locator=agent.locator, agent_limits=_agent_limits(config),
         )
         return cls(settings, seeds)
 
 
-def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> dict:
+@dataclass(frozen=True)
+class _AgentChoice:
+    mode: AgentMode
+    name: str
+    options: AgentOptions
+    uses_llm: bool | None  # None for an external agent: it gets an LLM when --model is given
+    cls: type[Agent] | None = None  # a built-in, or any agent with --agent-in-process
+    locator: AgentLocator | None = None  # where the agent's own process finds it
+
+
+def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> _AgentChoice:
     """The agent's name, options, LLM need and where its code is; a user's agent is never imported here."""
     pairs = config.getoption("agent_opt")
     in_process = config.getoption("agent_in_process")
@@ -135,14 +146,13 @@ def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> dict
             if pairs or in_process:
                 raise AgentLoadError("--agent=external is another program: --agent-opt and --agent-in-process do "
                                      "not apply to it")
-            return {"mode": "external", "cls": None, "name": "external", "options": AgentOptions(),
-                    "uses_llm": None, "locator": None}
+            return _AgentChoice("external", "external", AgentOptions(), uses_llm=None)
         if in_process or ":" not in spec:
             # a built-in is this package's own code; --agent-in-process asks for the agent in this process
             cls = load_agent_class(spec)
-            return {"mode": "in process" if in_process else "process", "cls": cls, "name": cls.name or cls.__name__,
-                    "options": parse_agent_options(cls, pairs), "uses_llm": cls.uses_llm,
-                    "locator": None if in_process else locate_spec(spec, base)}
+            return _AgentChoice("in process" if in_process else "process", cls.name or cls.__name__,
+                                parse_agent_options(cls, pairs), cls.uses_llm, cls,
+                                None if in_process else locate_spec(spec, base))
         locator = locate_spec(spec, base)
         if sandboxed:
             isolation.check_available()
@@ -151,8 +161,7 @@ def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> dict
         raise pytest.UsageError(str(exc)) from None
     except isolation.SandboxUnavailable as exc:
         raise pytest.UsageError(f"agent {spec!r}: {exc}") from None
-    return {"mode": "process", "cls": None, "name": described.name, "options": described.options,
-            "uses_llm": described.uses_llm, "locator": locator}
+    return _AgentChoice("process", described.name, described.options, described.uses_llm, locator=locator)
 
 
 def _agent_limits(config: pytest.Config) -> AgentLimits:

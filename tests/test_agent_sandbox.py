@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import time
 from pathlib import Path
 

@@ -8,6 +8,7 @@ the harness's own failures (integrity, a broken harness) propagate as they would
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +39,7 @@ def own_time_budget(agent_limits: AgentLimits, task: Task, steps: int) -> float:
 def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, steps: int, agent_cls: Any = None,
           agent_options: Any = None, locator: AgentLocator | None = None, sandboxed: bool = True,
           agent_limits: AgentLimits = AgentLimits(), hidden: list[Path] = (), log_dir: Path,
-          announce=print) -> AgentOutcome:
+          announce: Callable[[str], None]) -> AgentOutcome:
     """Run the agent until it is done or fails; raises what the harness itself raised while serving it."""
     payload = None
     if mode == "process":
