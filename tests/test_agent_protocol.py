@@ -12,6 +12,7 @@ import pytest
 
 from pytest_fmlbench import BudgetExhausted, Session, WholeFile
 from pytest_fmlbench.agent_host import protocol as p
+from pytest_fmlbench.agent_host.outcome import from_done
 from pytest_fmlbench.agent_host.server import Dispatcher
 from pytest_fmlbench.agent_host.transport import LocalTransport, hello
 from pytest_fmlbench.executor import scrubbed_env
@@ -126,3 +127,11 @@ def test_the_session_client_gives_what_the_harness_holds(dispatcher):
     with pytest.raises(BudgetExhausted):
         session.run_step("improve")
     assert session.steps_left == 0 and len(harness.journal) == 2
+
+
+def test_an_agents_last_words_stay_one_printable_line():
+    done = p.DoneArgs(outcome="crashed", error_type="Boom\x1b[31m", reason="\x1b[2J\x1b[Hall tests PASSED\nmore")
+    outcome = from_done(done)
+    assert outcome.kind == "failed" and "\n" not in outcome.reason and "\x1b" not in outcome.reason
+    assert outcome.reason == "crashed: Boom\\x1b[31m: \\x1b[2J\\x1b[Hall tests PASSED"
+    assert from_done(p.DoneArgs(outcome="stopped", reason="x" * 5000)).reason.endswith(" [...]")

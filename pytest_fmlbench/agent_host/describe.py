@@ -61,6 +61,7 @@ def describe(locator: AgentLocator, pairs: list[str], *, sandboxed: bool, hidden
     if "error" in reply:
         raise AgentLoadError(one_line(str(reply["error"])))
     try:
-        return AgentDescription(str(reply["name"]), bool(reply["uses_llm"]), DescribedOptions(**reply["options"]))
+        return AgentDescription(one_line(str(reply["name"])), bool(reply["uses_llm"]),
+                                DescribedOptions(**reply["options"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise AgentLoadError(f"agent {locator.spec!r}: its process answered with unusable data ({exc})") from None

@@ -26,6 +26,8 @@ def from_done(done: DoneArgs) -> AgentOutcome:
 
 
 def one_line(text: str) -> str:
-    """The first line, within a length a terminal line can show: an agent's words stay one line of output."""
+    """The first line, within a length a terminal line can show, control characters spelt out: an agent's
+    words stay one line of output and cannot steer the terminal that shows them."""
     line = text.strip().splitlines()[0] if text.strip() else ""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
     return line if len(line) <= 2 * MAX_LABEL_CHARS else line[:2 * MAX_LABEL_CHARS] + " [...]"
