@@ -17,6 +17,7 @@ from pytest_fmlbench.agent_host.server import Dispatcher
 from pytest_fmlbench.agent_host.transport import LocalTransport, hello
 from pytest_fmlbench.executor import scrubbed_env
 from pytest_fmlbench.harness_session import HarnessSession
+from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.record import RunRecord, RunStore
 from pytest_fmlbench.spec import load_task
 from pytest_fmlbench.workspace import Workspace
@@ -135,3 +136,22 @@ def test_an_agents_last_words_stay_one_printable_line():
     assert outcome.kind == "failed" and "\n" not in outcome.reason and "\x1b" not in outcome.reason
     assert outcome.reason == "crashed: Boom\\x1b[31m: \\x1b[2J\\x1b[Hall tests PASSED"
     assert from_done(p.DoneArgs(outcome="stopped", reason="x" * 5000)).reason.endswith(" [...]")
+
+
+class _RefusingModel:
+    model, provider = "gpt-4o", "openai"
+
+    def complete(self, messages, **kwargs):
+        raise LLMCallError("openai: HTTP 401: bad key", status=401, kind="auth")
+
+
+def test_a_failed_model_call_reaches_the_agent_as_the_same_exception(dispatcher):
+    dispatcher.llm = _RefusingModel()
+    transport = LocalTransport(dispatcher)
+    session = Session(transport, hello(transport))
+    assert (session.llm.model, session.llm.provider) == ("gpt-4o", "openai")
+    with pytest.raises(LLMCallError, match="HTTP 401: bad key") as raised:
+        session.llm.complete([{"role": "user", "content": "hi"}], purpose="draft")
+    assert (raised.value.status, raised.value.kind) == (401, "auth")
+    with pytest.raises(p.RequestError, match="role"):
+        session.llm.complete([{"role": "wizard", "content": "hi"}])

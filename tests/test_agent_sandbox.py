@@ -19,6 +19,14 @@ import yaml
 
 from agent_attacks import COMBINED, MODULE_PATCH, agent_source, ending_source, fill, payload
 from conftest import REPO, junit_props, load_record
+from llm.fake_llm import Fail
+from llm.fixtures import api_keys, fake_llm, llm_settings  # noqa: F401 (fixtures)
+from llm.toy_coder import ToyCoder
+
+from pytest_fmlbench.agentkit import load_agent_class
+from pytest_fmlbench.llm import make_llm_factory
+from pytest_fmlbench.runner import RunError, RunSettings, execute
+from pytest_fmlbench.spec import load_task
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -238,3 +246,51 @@ def test_sandboxed_and_in_process_runs_score_the_same(pytester, toy, bench):
     assert abs(records[0]["test_metric"] - records[1]["test_metric"]) <= 1e-9
     assert [(s["action"], s["metric"], s["snapshot_sha256"]) for s in steps[0]] == \
         [(s["action"], s["metric"], s["snapshot_sha256"]) for s in steps[1]]
+
+
+def test_a_sandboxed_llm_agent_decides_as_in_process_and_resumes_with_identical_replies(tmp_path, fake_llm,
+                                                                                       api_keys):
+    """AIDE, whose model calls the harness makes for it: sandboxed or in process, the same decisions and
+    scores; cut by a provider error midway, the rerun replays the recorded steps and replies, pays for
+    nothing twice and ends where an uninterrupted run ends."""
+    task_dir = tmp_path / "toy_task"
+    shutil.copytree(REPO / "tests" / "data" / "toy_task", task_dir)
+    task = load_task(task_dir / "task.yaml")
+    cls = load_agent_class("aide")
+    llm = llm_settings(fake_llm)
+
+    def run(out: str, **mode):
+        return execute(task, 3, RunSettings(
+            agent_cls=cls, agent_name="aide", agent_options=cls.Options(num_drafts=2), out_dir=tmp_path / out,
+            steps=4, model=llm.model, provider=llm.provider, llm_factory=make_llm_factory(llm), **mode))
+
+    def decisions(outcome) -> list[tuple]:
+        return [(s.action, s.parent, s.plan, s.success, s.metric, s.analysis, s.snapshot_sha256)
+                for s in outcome.store.load_steps()]
+
+    fake_llm.responder = ToyCoder(drafts=("bug", "ok"))
+    sandboxed = run("sandboxed")
+    assert sandboxed.record.agent_process == "bwrap" and sandboxed.record.status == "finished"
+    fake_llm.responder = ToyCoder(drafts=("bug", "ok"))
+    in_process = run("in-process", agent_mode="in process")
+    assert decisions(sandboxed) == decisions(in_process)
+    assert abs(sandboxed.record.test_metric - in_process.record.test_metric) <= 1e-9
+    calls = sandboxed.record.usage.calls
+
+    scripted, cut = ToyCoder(drafts=("bug", "ok")), {}
+
+    def failing_once(seen):
+        recorded = list((tmp_path / "cut").glob("runs/toy_task/*/steps.jsonl"))
+        if not cut and recorded and len(recorded[0].read_text().splitlines()) >= 2:
+            cut["at"] = len(fake_llm.completions)
+            return Fail(400, "account suspended")
+        return scripted(seen)
+
+    fake_llm.responder = failing_once
+    with pytest.raises(RunError, match="agent aide crashed: LLMCallError: openai: HTTP 400"):
+        run("cut")
+    before = len(fake_llm.completions)
+    resumed = run("cut")
+    assert resumed.record.status == "finished" and resumed.record.resumed_from_step == 2
+    assert decisions(resumed) == decisions(sandboxed) and resumed.record.usage.calls == calls
+    assert len(fake_llm.completions) - before < calls  # the recorded replies were not asked for again

@@ -216,5 +216,5 @@ def ok(request_id: int, result: dict[str, Any]) -> dict[str, Any]:
     return {"id": request_id, "ok": True, "result": result}
 
 
-def error(request_id: int | None, kind: str, message: str, **details: Any) -> dict[str, Any]:
-    return {"id": request_id, "ok": False, "error": {"type": kind, "message": message, **details}}
+def error(request_id: int | None, error_type: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"id": request_id, "ok": False, "error": {"type": error_type, "message": message, **details}}
