@@ -109,6 +109,8 @@ class Session:
         reply = self._ask("run_step", action=action, plan=plan, parent=parent, edit=sent, idea=idea,
                           analysis=analysis, extra=extra or {})
         self.journal.add(StepRecord.model_validate(reply["node"]))
+        # steps asked for from several threads may be answered in any order; the journal keeps the harness's
+        self.journal.nodes.sort(key=lambda node: node.step)
         return StepResult(**reply["result"])
 
 

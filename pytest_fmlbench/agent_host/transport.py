@@ -8,6 +8,7 @@ run inside the harness's process (``--agent-in-process``), so both go through on
 from __future__ import annotations
 
 import socket
+import threading
 from typing import Any, Protocol
 
 from .protocol import (
@@ -29,31 +30,32 @@ class SocketTransport:
         self._sock = sock
         self._reader = sock.makefile("rb")
         self._next_id = 0
+        # one request at a time: an agent that calls from several threads has its calls taken in turn
+        self._lock = threading.Lock()
 
     def request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        try:
-            self._sock.sendall(encode({"id": self._next_id, "op": op, "args": args}))
-            line = self._reader.readline(MAX_MESSAGE_BYTES + 1)
-        except OSError as exc:
-            raise HarnessGone(f"the harness closed the connection ({exc})") from None
+        with self._lock:
+            self._next_id += 1
+            try:
+                self._sock.sendall(encode({"id": self._next_id, "op": op, "args": args}))
+                line = self._reader.readline(MAX_MESSAGE_BYTES + 1)
+            except OSError as exc:
+                raise HarnessGone(f"the harness closed the connection ({exc})") from None
         if not line.endswith(b"\n"):
             raise HarnessGone("the harness closed the connection")
         return unwrap(decode(line))
-
-    def close(self) -> None:
-        self._reader.close()
-        self._sock.close()
 
 
 class LocalTransport:
     def __init__(self, dispatcher):
         self._dispatcher = dispatcher
         self._next_id = 0
+        self._lock = threading.Lock()
 
     def request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        line = self._dispatcher.handle_line(encode({"id": self._next_id, "op": op, "args": args}))
+        with self._lock:
+            self._next_id += 1
+            line = self._dispatcher.handle_line(encode({"id": self._next_id, "op": op, "args": args}))
         return unwrap(decode(line))
 
 
