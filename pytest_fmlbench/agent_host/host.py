@@ -20,7 +20,7 @@ from .child import run_agent
 from .launcher import OUTPUT_LIMIT_BYTES, AgentLimits, AgentProcess
 from .locate import AgentLocator
 from .outcome import AgentOutcome, from_done
-from .serve import CLOSED, EXITED, FLOODED, LIMIT, TIMED_OUT, Ended, serve
+from .serve import BROKE_PROTOCOL, CLOSED, EXITED, FLOODED, LIMIT, TIMED_OUT, Ended, serve
 from .server import Dispatcher
 from .transport import LocalTransport, hello
 
@@ -62,13 +62,9 @@ def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, ste
 
 def _in_process(dispatcher: Dispatcher, agent) -> AgentOutcome:
     transport = LocalTransport(dispatcher)
-    session = _session(transport)
+    session = Session(transport, hello(transport))
     transport.request("done", run_agent(agent, session))
     return from_done(dispatcher.done)
-
-
-def _session(transport) -> Session:
-    return Session(transport, hello(transport))
 
 
 def _own_process(proc: AgentProcess, dispatcher: Dispatcher, budget: float) -> AgentOutcome:
@@ -96,7 +92,7 @@ def _process_failure(ended: Ended, proc: AgentProcess, budget: float) -> str:
     if ended.kind == TIMED_OUT:
         return (f"exceeded its time budget of {budget:g} s (its own time, steps and model calls not counted; "
                 "--agent-timeout sets it); its process was killed")
-    if ended.kind == "protocol":
+    if ended.kind == BROKE_PROTOCOL:
         return f"broke the protocol ({ended}); its process was killed"
     return f"process ended before the agent said it was done ({proc.exit_description()})"
 

@@ -36,10 +36,11 @@ FLOODED = "flooded"
 LIMIT = "limit"
 EXITED = "exited"
 CLOSED = "closed"
+BROKE_PROTOCOL = "protocol"
 
 
 class Ended(Exception):
-    """The session ended without ``done``; ``kind`` is one of the constants above, or a protocol breach."""
+    """The session ended without ``done``; ``kind`` is one of the constants above."""
 
     def __init__(self, kind: str, message: str = ""):
         super().__init__(message or kind)
@@ -94,18 +95,18 @@ def _serve(conn: socket.socket, waiter: selectors.BaseSelector, dispatcher: Disp
             if end < 0:
                 scanned = len(buffer)
                 if scanned > MAX_MESSAGE_BYTES:
-                    raise Ended("protocol", f"a message of more than {MAX_MESSAGE_BYTES} bytes")
+                    raise Ended(BROKE_PROTOCOL, f"a message of more than {MAX_MESSAGE_BYTES} bytes")
                 break
             line = bytes(buffer[:end])
             del buffer[:end + 1]
             scanned = 0
             if len(line) > MAX_MESSAGE_BYTES:
-                raise Ended("protocol", f"a message of {len(line)} bytes, more than {MAX_MESSAGE_BYTES}")
+                raise Ended(BROKE_PROTOCOL, f"a message of {len(line)} bytes, more than {MAX_MESSAGE_BYTES}")
             began = time.monotonic()
             try:
                 reply = dispatcher.handle_line(line)
             except ProtocolViolation as exc:
-                raise Ended("protocol", str(exc)) from None
+                raise Ended(BROKE_PROTOCOL, str(exc)) from None
             served += time.monotonic() - began
             # an agent that does not read its replies spends its own time
             remaining = budget_s - (time.monotonic() - started - served)
