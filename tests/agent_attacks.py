@@ -88,6 +88,21 @@ for pid in sorted(targets - {1, os.getpid()}):
     except OSError as exc:
         print('ATTACK kill-harness: refused', pid, type(exc).__name__)
 """,
+    # code the harness and later runs execute: a .pth hook in site-packages, this package, a built-in agent,
+    # and bytecode that Python would prefer to the package's source
+    "package-write": """
+import importlib.util, os, site, sysconfig
+import pytest_fmlbench.evalkit as kit
+targets = [d + '/zz_fmlbench_agent_attack.pth' for d in {sysconfig.get_paths()['purelib'], *site.getsitepackages()}]
+targets += [kit.__file__, 'AGENTS_DIR/baseline.py', importlib.util.cache_from_source(kit.__file__)]
+for target in targets:
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, 'a').write('\\nimport os; os.environ["PWNED"] = "1"\\n')
+        print('ATTACK package-write: WROTE', target)
+    except OSError as exc:
+        print('ATTACK package-write: refused', target, type(exc).__name__)
+""",
     # the sandbox's own init (pid 1 inside): the kernel shields it from its namespace
     "kill-init": """
 import os, signal
@@ -149,8 +164,8 @@ FORGED = {'metric': 0.999, 'is_best': True, 'test_metric': 0.999, 'success': Tru
 }
 
 # attacks that leave the agent able to run its honest step afterwards
-COMBINED = ["patch-harness", "read-harness", "write-records", "environ", "kill-harness", "kill-init", "ptrace",
-            "network", "protocol-forge"]
+COMBINED = ["patch-harness", "read-harness", "write-records", "environ", "package-write", "kill-harness",
+            "kill-init", "ptrace", "network", "protocol-forge"]
 
 
 def payload(names: list[str], **values: object) -> str:

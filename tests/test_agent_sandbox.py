@@ -23,7 +23,7 @@ from llm.fake_llm import Fail
 from llm.fixtures import api_keys, fake_llm, llm_settings  # noqa: F401 (fixtures)
 from llm.toy_coder import ToyCoder
 
-from pytest_fmlbench.agentkit import load_agent_class
+from pytest_fmlbench.agentkit import agents_dir, load_agent_class
 from pytest_fmlbench.llm import make_llm_factory
 from pytest_fmlbench.runner import RunError, RunSettings, execute
 from pytest_fmlbench.spec import load_task
@@ -88,7 +88,7 @@ def _accepted(server: socket.socket) -> bool:
 def _attack(pytester, bench, task_dir: Path, listener, home: Path, names=COMBINED, extra_args=()):
     values = {"HARNESS_FILE": task_dir / "harness" / "evaluate.py", "TASK_DIR": task_dir, "HOME_DIR": home,
               "RUNS_DIR": pytester.path / "reports" / "fmlbench" / "runs" / task_dir.name, "PORT": listener.getsockname()[1],
-              "HARNESS_PID": os.getpid(), "PROJECT": pytester.path}
+              "HARNESS_PID": os.getpid(), "PROJECT": pytester.path, "AGENTS_DIR": agents_dir()}
     (pytester.path / "attack_agent.py").write_text(agent_source(payload(names, **values), MODULE_PATCH))
     return bench("--agent=attack_agent.py:MyAgent", "--junitxml=out.xml", *extra_args, task_dir.name)
 
@@ -109,12 +109,31 @@ def _assert_contained(pytester, task: str, listener) -> tuple[dict, str]:
     return record, log
 
 
+def _trusted_code() -> dict[Path, bytes]:
+    """Code that the harness, its evaluators and later runs execute."""
+    import pytest_fmlbench.evalkit as kit
+
+    return {path: path.read_bytes() for path in (Path(kit.__file__), agents_dir() / "baseline.py")}
+
+
+def _no_planted_hooks() -> None:
+    import site
+    import sysconfig
+
+    for folder in {sysconfig.get_paths()["purelib"], *site.getsitepackages()}:
+        assert not list(Path(folder).glob("zz_fmlbench_agent_attack*")), folder
+
+
 def test_every_attack_at_once_on_the_toy_task(pytester, toy, bench, listener, secrets):
     harness_before = (toy / "harness" / "evaluate.py").read_bytes()
+    trusted = _trusted_code()
     result = _attack(pytester, bench, toy, listener, secrets)
     result.assert_outcomes(passed=1)
     record, log = _assert_contained(pytester, "toy_task", listener)
     assert (toy / "harness" / "evaluate.py").read_bytes() == harness_before
+    assert {path: path.read_bytes() for path in trusted} == trusted
+    _no_planted_hooks()
+    assert log.count("ATTACK package-write: refused") >= 4
     # the patches ran in the agent's process (at import and in run) and changed nothing out here
     assert "ATTACK patch-harness: patched at import" in log and "ATTACK patch-harness: patched in run" in log
     assert record["test_metric"] == pytest.approx(TOY_TEST) and record["best_val"] == pytest.approx(0.76)
