@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fmlbench import BudgetExhausted, Session, WholeFile
+from pytest_fmlbench import BudgetExhausted, RunStopped, Session, WholeFile
 from pytest_fmlbench.agent_host import protocol as p
 from pytest_fmlbench.agent_host.outcome import from_done
 from pytest_fmlbench.agent_host.server import Dispatcher
@@ -155,3 +155,20 @@ def test_a_failed_model_call_reaches_the_agent_as_the_same_exception(dispatcher)
     assert (raised.value.status, raised.value.kind) == (401, "auth")
     with pytest.raises(p.RequestError, match="role"):
         session.llm.complete([{"role": "wizard", "content": "hi"}])
+
+
+class _OverBudgetModel:
+    model, provider = "gpt-4o", "openai"
+
+    def complete(self, messages, **kwargs):
+        raise RunStopped("max-tokens 10 exceeded (12 used)")
+
+
+def test_a_crossed_budget_ends_the_run_whatever_the_agent_does_with_it(dispatcher):
+    dispatcher.llm = _OverBudgetModel()
+    ask(dispatcher, "hello", version=1)
+    assert ask(dispatcher, "llm.complete", messages=[{"role": "user", "content": "hi"}])["error"]["type"] == "RunStopped"
+    # the agent swallowed it and goes on: no step is run, no call made
+    assert ask(dispatcher, "run_step", action="improve")["error"] == {"type": "RunStopped",
+                                                                      "message": "max-tokens 10 exceeded (12 used)"}
+    assert dispatcher.session.steps_used == 0 and dispatcher.stop_reason == "max-tokens 10 exceeded (12 used)"

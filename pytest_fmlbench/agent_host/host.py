@@ -57,6 +57,9 @@ def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, ste
         outcome = _own_process(proc, dispatcher, budget)
     if dispatcher.fatal is not None:
         raise dispatcher.fatal
+    if dispatcher.stop_reason and outcome.kind == "finished":
+        # an agent that caught the budget's RunStopped and said it finished was still stopped by it
+        return AgentOutcome("stopped", dispatcher.stop_reason)
     return outcome
 
 

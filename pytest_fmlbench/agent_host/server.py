@@ -29,6 +29,8 @@ class Dispatcher:
         self.greeted = False
         self.done: p.DoneArgs | None = None
         self.fatal: BaseException | None = None
+        # an LLM budget the harness found crossed: the run is over, whatever the agent makes of it
+        self.stop_reason: str | None = None
 
     def handle_line(self, line: bytes) -> bytes:
         """One request line in, one reply line out. Raises ProtocolViolation, or the harness's own failure."""
@@ -44,6 +46,7 @@ class Dispatcher:
         except BudgetExhausted as exc:
             return p.encode(p.error(request_id, p.BUDGET_EXHAUSTED, str(exc)))
         except RunStopped as exc:
+            self.stop_reason = self.stop_reason or str(exc)
             return p.encode(p.error(request_id, p.RUN_STOPPED, str(exc)))
         except LLMCallError as exc:
             return p.encode(p.error(request_id, p.LLM_CALL_ERROR, str(exc), status=exc.status, kind=exc.kind))
@@ -75,6 +78,8 @@ class Dispatcher:
             return _edit(s.edit(edits))
         if op == "set_files":
             return _edit(s.set_files(args.files))
+        if op in ("run_step", "llm.complete") and self.stop_reason:
+            raise RunStopped(self.stop_reason)
         if op == "run_step":
             return self._run_step(args)
         if op == "annotate":
