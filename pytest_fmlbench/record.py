@@ -71,6 +71,10 @@ class StepRecord(BaseModel):
     metrics: dict[str, float] = {}
     constraints: list[ConstraintOutcome] = []
     error: str = ""
+    # a failed experiment's own error output, as the port's executor gives it to agents: its standard
+    # error (first and last 16,000 characters), or "Timeout after N seconds"; None when the experiment
+    # ran through (a failure, if any, came later: evaluation, a constraint) and in older records
+    stderr: str | None = None
     analysis: str = ""
     duration_s: float = 0.0
     started_at: datetime
