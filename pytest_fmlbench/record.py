@@ -140,6 +140,9 @@ class RunRecord(BaseModel):
     integrity: Literal["ok", "violated"] = "ok"
     integrity_violations: list[str] = []
     usage: Usage = Usage()
+    # LLM calls that failed for good (after their retries); the agent went on with what its port makes of
+    # a failed call (a failed edit, a fallback text). 0 in older records
+    llm_failed_calls: int = 0
     wall_clock_s: float = 0.0
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime | None = None
