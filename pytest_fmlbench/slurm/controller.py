@@ -238,7 +238,7 @@ class SlurmController:
 
     def _notice(self, line: str) -> None:
         with self.lock:
-            self.notices.append(f"[fmlbench] {line}")
+            self.notices.append(line)
 
     # ---- job states for the live display
     def _watch(self) -> None:
