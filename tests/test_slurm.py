@@ -513,6 +513,10 @@ def test_an_admin_hold_is_reported_in_one_line_and_a_release_in_time_lets_the_it
         subprocess.run(["scontrol", "hold", job_id], check=True)
         line = out.wait_line(f"Slurm job {job_id} is PENDING (JobHeldAdmin)", timeout=60)
         assert "toy_task[seed0]" in line and "held by an admin; it will not run by itself: the item fails in" in line
+        # live progress shows it too
+        live = project / "reports/fmlbench/live/jobs"
+        wait_for(lambda: [json.loads(f.read_text())["state"] for f in live.glob("*.json")] == ["PENDING (JobHeldAdmin)"],
+                 timeout=10, what="the held state in live progress")
         subprocess.run(["scontrol", "release", job_id], check=True)
         subprocess.run(["scancel", blocker], check=True)
         code, output = out.finish()
@@ -547,6 +551,25 @@ def test_an_admin_hold_fails_the_item_in_one_line_and_a_rerun_resumes(project: P
     assert record["resumed_from_step"] >= 1 and record["status"] == "finished"
     assert sorted(s["step"] for s in steps_of(project)) == [1, 2, 3, 4]  # nothing ran twice
     assert jobs_of(project)[record["run_id"]] != job_id  # a new job, not the held one
+
+
+def test_a_recorded_job_held_in_the_queue_is_replaced_not_re_attached(project: Path, bench) -> None:
+    """A controller that ended (--slurm-detach, a lost login) while its job got held: the next one submits afresh."""
+    blocker = sbatch(project, "--wrap", "sleep 300")
+    args = ("toy_task", "--agent=baseline", "--steps=1", "--slurm", "--slurm-opt", f"dependency=afterany:{blocker}")
+    try:
+        bench(*args, "--slurm-detach").assert_outcomes(skipped=1)
+        (job_id,) = jobs_of(project).values()
+        subprocess.run(["scontrol", "hold", job_id], check=True)
+    finally:
+        subprocess.run(["scancel", blocker], check=True)
+    wait_for(lambda: not active([blocker]), what="the blocker to end")
+    rerun = bench(*args)
+    rerun.assert_outcomes(passed=1)
+    rerun.stdout.fnmatch_lines([f"*slurm: cancelled recorded job(s) that would not run by themselves, submitted "
+                                f"afresh: {job_id} (PENDING, JobHeldAdmin: held by an admin)*",
+                                "*slurm: submitted 1 job(s), re-attached to 0*"])
+    assert not active([job_id]) and job_id not in jobs_of(project).values()
 
 
 def test_a_dependency_that_can_never_be_met_fails_the_item_in_one_line(project: Path, bench) -> None:
