@@ -340,7 +340,7 @@ class Watchdog:
             seen.reported = True
             left = max(0, math.ceil(STUCK_GRACE_S - lasted))
             lines.append(f"[fmlbench] {name}: {what}; it will not run by itself: the item fails in {left} s "
-                         "unless it moves")
+                         "unless its state changes")
         if lasted >= STUCK_GRACE_S:
             cluster.cancel([jid])
             self.dead[jid] = (f"{what}; it will not run by itself, so it was cancelled (log: {log}); run the same "
