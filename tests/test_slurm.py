@@ -168,8 +168,8 @@ def resume_nodes() -> None:
 
 def one_notice(out: str, job_id: str, reason: str = r"\S+") -> str:
     """The one line shown when the job is seen in a state in which it will not run by itself."""
-    pattern = re.compile(rf"\[fmlbench\] toy_task\[seed0\]: Slurm job {job_id} is PENDING \({reason}\): .*; it will not "
-                         r"run by itself: the item fails in \d+ s unless its state changes$")
+    pattern = re.compile(rf"\[fmlbench\] toy_task\[seed0\]: Slurm job {job_id} is PENDING \({reason}\): .*; "
+                         r"it will not run by itself: the item fails in \d+ s unless its state changes$")
     notices = [l for l in out.splitlines() if pattern.search(l)]
     assert len(notices) == 1, out
     return notices[0]
@@ -234,8 +234,9 @@ def test_scontrol_lines_are_parsed_with_reason_priority_and_nodes() -> None:
     assert jobs["running"].reason == "None" and jobs["running"].priority > 0
     assert cluster.parse_job_line("no job here") is None
     # the reasons slurmctld writes in words (job_mgr.c), as scontrol prints them
-    held = cluster.parse_job_line("JobId=7 Priority=0 JobState=PENDING Reason=user_env_retrieval_failed_requeued_held "
-                                  "Dependency=(null) Restarts=1 Partition=gpu,cpu ReqNodeList=(null) ExcNodeList=n[1-2]")
+    held = cluster.parse_job_line("JobId=7 Priority=0 JobState=PENDING Reason=user_env_retrieval_failed_requeued_held"
+                                  " Dependency=(null) Restarts=1 Partition=gpu,cpu ReqNodeList=(null)"
+                                  " ExcNodeList=n[1-2]")
     assert held.partitions == ("gpu", "cpu") and held.exc_nodes == "n[1-2]" and held.restarts == 1
     assert cluster.stuck(held, None).kind == cluster.SLURM_HELD
     for reason, kind in [("PartitionTimeLimit", cluster.NEVER), ("QOSMaxWallDurationPerJobLimit", cluster.NEVER),
@@ -303,7 +304,8 @@ def test_watchdog_never_releases_a_hold_by_a_person(monkeypatch) -> None:
     assert dog.check(admin, IDLE, 12 + controller.STUCK_GRACE_S - 1, name="x", log="L") != []  # reported anew
     assert calls == []
     dog.check(admin, IDLE, 12 + controller.STUCK_GRACE_S, name="x", log="L")
-    assert calls == ["cancel"] and "(JobHeldAdmin): held by an admin; it will not run by itself" in dog.dead[admin.job_id]
+    assert calls == ["cancel"]
+    assert "(JobHeldAdmin): held by an admin; it will not run by itself" in dog.dead[admin.job_id]
 
 
 def test_an_admin_hold_is_reported_in_one_line_and_a_release_in_time_lets_the_item_go_on(project: Path) -> None:
@@ -313,14 +315,14 @@ def test_an_admin_hold_is_reported_in_one_line_and_a_release_in_time_lets_the_it
                      "--slurm-opt", f"dependency=afterany:{blocker}")
         out = Output(proc)
         (job_id,) = wait_for(lambda: list(jobs_of(project).values()), what="the item's job")
-        wait_for(lambda: cluster.jobs([job_id])[job_id].reason == "Dependency", what="the job waiting on its dependency")
+        wait_for(lambda: cluster.jobs([job_id])[job_id].reason == "Dependency", what="the job waiting on its blocker")
         subprocess.run(["scontrol", "hold", job_id], check=True)
         line = out.wait_line(f"Slurm job {job_id} is PENDING (JobHeldAdmin)", timeout=60)
         assert "toy_task[seed0]" in line and "held by an admin; it will not run by itself: the item fails in" in line
         # live progress shows it too
         live = project / "reports/fmlbench/live/jobs"
-        wait_for(lambda: [json.loads(f.read_text())["state"] for f in live.glob("*.json")] == ["PENDING (JobHeldAdmin)"],
-                 timeout=10, what="the held state in live progress")
+        shown = lambda: [json.loads(f.read_text())["state"] for f in live.glob("*.json")]  # noqa: E731
+        wait_for(lambda: shown() == ["PENDING (JobHeldAdmin)"], timeout=10, what="the held state in live progress")
         subprocess.run(["scontrol", "release", job_id], check=True)
         subprocess.run(["scancel", blocker], check=True)
         code, output = out.finish()
@@ -344,7 +346,8 @@ def test_an_admin_hold_fails_the_item_in_one_line_and_a_rerun_resumes(project: P
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
     one_notice(out, job_id, "JobHeldAdmin")
-    assert "held by an admin; it will not run by itself, so it was cancelled" in failure_line(out, job_id, "JobHeldAdmin")
+    failed = failure_line(out, job_id, "JobHeldAdmin")
+    assert "held by an admin; it will not run by itself, so it was cancelled" in failed
     assert not active([job_id])  # cancelled: no second copy of the run once the hold is lifted
     recorded = len(steps_of(project))
     assert 1 <= recorded < 4
