@@ -13,7 +13,9 @@ they are spent the idea is dropped. A reply containing "ALL_COMPLETED" ends the 
 
 Steps: one per attempt. Idea and reflection calls cost none; by default they are all made before the
 first step, as in the port (``idea_generation=lazy`` makes each idea only when it is needed: the same
-conversations, fewer of them when the budget ends first).
+conversations, fewer of them when the budget ends first). A failed run's error is the last 1,500
+characters of its stderr. An editor call that fails after its retries is a failed edit (the attempt
+still runs and costs its step); an idea conversation whose call fails is dropped, as the port drops it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit import Agent, AgentOptions, parse_reply, tail
-from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
+from pytest_fmlbench.agentkit import Agent, tail
+from pytest_fmlbench.agentkit.editing import (
+    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, metric_line, restore, run_error,
+)
+from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.editor import Edit, EditResult, SearchReplace, WholeFile
 from pytest_fmlbench.session import RunStopped, Session
@@ -32,7 +37,7 @@ COMPLETION_MARKER = "ALL_COMPLETED"
 IDEA_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
-class AIScientistV1Options(AgentOptions):
+class AIScientistV1Options(EditorOptions):
     num_ideas: int = Field(25, ge=1, description="ideas generated (upstream AI-Scientist: 50)")
     num_reflections: int = Field(3, ge=1, description="rounds per idea conversation, the first draft included")
     max_runs: int = Field(5, ge=1, description="successful experiments per idea")
@@ -73,7 +78,7 @@ class _Scientist:
                                                                         options.max_output_tokens),
             max_attempts=2 * options.num_ideas)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
-                                 max_output_tokens=options.max_output_tokens)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
         self.total_iter = 0
         self.notes_path = self._notes_name()
 
@@ -126,9 +131,9 @@ class _Scientist:
                                                                      last_error if attempt > 0 else "", attempt)
                 said_done = COMPLETION_MARKER in text
                 completed = completed or (o.early_completion and said_done)
-                new_notes = _apply_to_text(notes, note_edits)
+                new_notes = _apply_to_text(notes, note_edits, first_match=self.o.editor == "port")
                 if code_edits:
-                    edit = s.edit(code_edits)
+                    edit = self.editor.apply_edits(code_edits)
                 elif note_edits:
                     edit = EditResult(applied=True)  # the port counts a change of the notes alone as an edit
                 else:
@@ -147,7 +152,7 @@ class _Scientist:
                     runs.append({"run": current_run, "step": result.step, "metric": result.metric})
                     current_run, success, last_error = current_run + 1, True, ""
                 else:
-                    last_error = tail(result.error or "the run failed without output")
+                    last_error = tail(run_error(s.journal.get(result.step)))
                     prompt = "The previous run failed. Fix the problem, using the error output given."
                     attempt += 1
                 s.annotate(result.step, extra={"idea_runs": list(runs)})
@@ -160,16 +165,17 @@ class _Scientist:
     def ask(self, instruction: str, notes: str, error: str, attempt: int):
         """One editor call over the editable files and the notes; the raw text is kept for ALL_COMPLETED."""
         files = {**self.s.files, self.notes_path: notes}
-        reply = self.s.llm.complete(self.editor.messages(instruction, files, error),
-                                    temperature=self.o.code_temperature, max_output_tokens=self.o.max_output_tokens,
-                                    purpose="experiment" if attempt == 0 else "fix")
-        parsed = parse_reply(reply.text, files)
+        try:
+            reply = self.s.llm.complete(self.editor.messages(instruction, files, error),
+                                        temperature=self.o.code_temperature,
+                                        max_output_tokens=self.o.max_output_tokens,
+                                        purpose="experiment" if attempt == 0 else "fix")
+        except LLMCallError as exc:  # the port's editor: a failed call is a failed edit
+            return "", "", [], [], f"LLM call failed: {exc}"
+        parsed = self.editor.read(reply.text, files, reply.finish_reason)
         note_edits = [e for e in parsed.edits if e.path == self.notes_path]
         code_edits = [e for e in parsed.edits if e.path != self.notes_path]
-        error = "" if parsed.edits else "no usable code in the reply: " + parsed.error
-        if error and reply.finish_reason == "length":
-            error += f" (the reply was cut at {self.o.max_output_tokens} tokens)"
-        return reply.text, parsed.plan, note_edits, code_edits, error
+        return reply.text, parsed.plan, note_edits, code_edits, parsed.error
 
     def end_reason(self, completed: bool, gave_up: bool, current_run: int) -> str:
         if completed:
@@ -222,11 +228,12 @@ class _Scientist:
         )
 
 
-def _apply_to_text(text: str, edits: list[Edit]) -> str:
-    """The notes after the reply's edits of them; a SEARCH part that does not match once is skipped."""
+def _apply_to_text(text: str, edits: list[Edit], first_match: bool = True) -> str:
+    """The notes after the reply's edits of them; a SEARCH part that does not match is skipped (with
+    ``first_match`` false, also one that matches more than once)."""
     for edit in edits:
         if isinstance(edit, WholeFile):
             text = edit.content
-        elif isinstance(edit, SearchReplace) and edit.search and text.count(edit.search) == 1:
+        elif isinstance(edit, SearchReplace) and edit.search in text and (first_match or text.count(edit.search) == 1):
             text = text.replace(edit.search, edit.replace, 1)
     return text

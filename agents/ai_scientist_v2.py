@@ -15,7 +15,11 @@ Each step: an editor call (instruction with the stage's guidance, the LLM-writte
 successes and failures, the parent's results and analysis, or the bug analysis and error tail for a
 debug), one validation run, then an LLM analysis of the run. Sub-stages (the port's rule: after
 max(3, nodes // 2) steps, or when the last three good nodes share a metric) get LLM-written goals.
-Analysis, memory and sub-stage calls cost no step.
+Analysis, memory and sub-stage calls cost no step. A crash's error is the last 1,500 characters of its
+stderr; a debug shows it in the instruction and as the editor's error context, as the port does. An LLM
+call that fails after its retries becomes what the port makes of it: a failed edit (the step still
+runs), "Analysis failed: ...", a memory listing the stage's last successes and failures without an
+LLM, or the port's stock sub-stage goal.
 """
 
 from __future__ import annotations
@@ -24,12 +28,16 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator
 
-from pytest_fmlbench.agentkit import Agent, AgentOptions, tail
-from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
+from pytest_fmlbench.agentkit import Agent, tail
+from pytest_fmlbench.agentkit.editing import (
+    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error,
+)
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.session import Session
 
 FEEDBACK_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
+# the port's sub-stage goal when its call fails (ai_scientist_v2/agent.py 620-622)
+FALLBACK_GOALS = "Continue improving based on current progress."
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ STAGES = (
 FORCED_IMPROVE_STAGES = (1, 3)  # 0-based: baseline tuning and ablation improve the carried-over best
 
 
-class AIScientistV2Options(AgentOptions):
+class AIScientistV2Options(EditorOptions):
     stage_budgets: tuple[float, float, float, float] = Field(
         (0.10, 0.20, 0.50, 0.20),
         description="shares of --steps for the four stages, comma-separated (upstream: 20/12/12/18 nodes)")
@@ -160,7 +168,7 @@ class _TreeSearch:
         self.o = options
         self.budgets = stage_budgets(session.steps_total, options.stage_budgets)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
-                                 max_output_tokens=options.max_output_tokens)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
         self.feedback_tokens = min(FEEDBACK_MAX_OUTPUT_TOKENS, options.max_output_tokens)
         self.ideas: list[Idea] = []
         self.drafts_bound = 0
@@ -311,7 +319,7 @@ class _TreeSearch:
             "Write specific, actionable goals (3-5 sentences) that:\n1. address the current problems and "
             "limitations\n2. build on the recent progress\n3. move towards the main stage goals"
         )
-        text = self._ask("You are an AI research advisor.", prompt, "substage_goals")
+        text = self._ask("You are an AI research advisor.", prompt, "substage_goals", lambda exc: FALLBACK_GOALS)
         self.substage += 1
         self.substage_start = self.s.steps_used
         self.goals = f"{stage.goals}\n\nSub-stage {self.substage} focus:\n{text.strip()[:500]}"
@@ -361,7 +369,8 @@ class _TreeSearch:
         result = s.run_step(action, parent=parent.step if parent else None, plan=plan[:4000], edit=edit,
                             idea=f"{idea.name}: {idea.title}" if idea else None, extra=extra)
         node = Node(key=len(self.nodes), step=result.step, action=action, plan=plan, buggy=not result.success,
-                    metric=result.metric if result.success else None, error=tail(result.error), idea=idea,
+                    metric=result.metric if result.success else None, error=tail(run_error(s.journal.get(result.step))),
+                    idea=idea,
                     parent=parent)
         if parent is not None:
             parent.children.append(node)
@@ -372,11 +381,10 @@ class _TreeSearch:
                    extra={"buggy": node.buggy, "stage_best_step": best.step if best else None})
 
     # -- LLM calls that cost no step ------------------------------------------------------------------
-    def _ask(self, system: str, prompt: str, purpose: str) -> str:
-        reply = self.s.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-                                    temperature=self.o.feedback_temperature,
-                                    max_output_tokens=self.feedback_tokens, purpose=purpose)
-        return reply.text
+    def _ask(self, system: str, prompt: str, purpose: str, fallback) -> str:
+        return complete_or(self.s, [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+                           fallback, temperature=self.o.feedback_temperature,
+                           max_output_tokens=self.feedback_tokens, purpose=purpose)
 
     def analyse(self, node: Node) -> str:
         task = self.s.task
@@ -392,7 +400,7 @@ class _TreeSearch:
         prompt += ("If there is a bug, summarise it and propose a fix. Otherwise summarise the findings in 2-3 "
                    "sentences.")
         return self._ask("You are an experienced AI researcher judging experiment results.", prompt,
-                         "analysis").strip()[:500]
+                         "analysis", lambda exc: f"Analysis failed: {exc}").strip()[:500]
 
     def memory(self) -> str:
         """The LLM-written summary of this stage's experiments, re-written only when a node was added."""
@@ -425,8 +433,15 @@ class _TreeSearch:
             "both\n\nKeep it concise (10-15 sentences)."
         )
         self._memory = self._ask("You are an experienced AI researcher summarising experimental progress.",
-                                 prompt, "memory").strip()[:1500]
+                                 prompt, "memory", lambda exc: self.plain_memory(good, ran)).strip()[:1500]
         return self._memory
+
+    def plain_memory(self, good: list[Node], ran: list[Node]) -> str:
+        """The port's memory when its LLM call fails: the last 5 successes and the last 3 failures."""
+        key = self.s.task.metric.key
+        lines = [f"- [success] {n.plan[:150]} | {key}={n.metric:.6g}" for n in good[-5:]]
+        lines += [f"- [failed] {n.plan[:150]}" for n in [n for n in ran if n.buggy][-3:]]
+        return "\n".join(lines) or "(No experiments yet.)"
 
     # -- instructions -------------------------------------------------------------------------------------
     def _common(self, idea: Idea | None, memory: str) -> list[str]:
@@ -476,6 +491,8 @@ class _TreeSearch:
             parts.append(f"## Research idea\nTitle: {idea.title}\nExperiment plan: {idea.experiment}")
         if parent.analysis:
             parts.append(f"## Bug analysis\n{parent.analysis}")
+        if parent.error:
+            parts.append(f"## Error output\n```\n{parent.error}\n```")
         depth = parent.debug_depth
         if depth > 0:
             parts.append(f"## Debug depth\nThis is debug attempt #{depth}: the earlier attempts did not fix it.")

@@ -7,7 +7,13 @@ and one node (``parent`` links form the tree); after it, an LLM review summarise
 it buggy (costs no step). Memory in the draft and improve prompts = plan, review and metric of the
 good nodes. A reply without usable code after ``reply_attempts`` tries, or whose edit does not apply,
 still runs (the parent's code, unchanged) and costs its step, recorded with ``edit_applied`` false; the
-node counts as buggy, and a later debug sees the edit error.
+node counts as buggy, and a later debug sees the edit error. A coding call that fails after its retries
+is such a reply (no re-ask); a review call that fails leaves the run's own verdict and the port's
+"Analysis failed: ..." as the summary.
+
+Error context, as the port's AIDE: a debug sees the first 1,500 characters of the failed run's stderr,
+the review the last 1,500. Temperatures, as the port: none for the coding calls (the port's editor sends
+none), 0.75 for the reviews (its analysis calls); upstream aideml uses 0.5 for both.
 """
 
 from __future__ import annotations
@@ -16,20 +22,26 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit import Agent, AgentOptions, extract_json, parse_reply, render_files, reply_format, tail
+from pytest_fmlbench.agentkit import (
+    Agent, AgentOptions, extract_json, parse_reply, render_files, reply_format, run_error, tail,
+)
+from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.editor import EditResult
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
 
 _SEPARATOR = "\n-------------------------------\n"
+ERROR_HEAD_CHARS = 1500  # the port's max_stderr_output: a debug sees this much of the stderr, from its start
 
 
 class AideOptions(AgentOptions):
     num_drafts: int = Field(5, ge=1, description="root solutions drafted before any debugging or improving")
     debug_prob: float = Field(0.5, ge=0, le=1, description="chance of debugging a buggy leaf after the drafts")
     max_debug_depth: int = Field(3, ge=0, description="a buggy leaf is debugged while its debug depth is at most this")
-    code_temperature: float = Field(0.5, ge=0, le=2, description="sampling temperature of the coding calls")
-    feedback_temperature: float = Field(0.5, ge=0, le=2, description="sampling temperature of the review calls")
+    code_temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature of the coding "
+                                           "calls; none = the provider's, as the port's editor (upstream: 0.5)")
+    feedback_temperature: float | None = Field(0.75, ge=0, le=2, description="sampling temperature of the "
+                                               "review calls, the port's analysis default (upstream: 0.5)")
     max_output_tokens: int = Field(8192, ge=16, description="reply length limit of each LLM call")
     reply_attempts: int = Field(3, ge=1, description="asks per step until a reply holds code (upstream: 3)")
     review: bool = Field(True, description="LLM review of each run (summary + is_bug), as upstream")
@@ -125,8 +137,11 @@ class _Search:
         """(plan, edits, error, attempts): re-asks, as upstream does, while a reply holds no code."""
         error = ""
         for attempt in range(1, self.o.reply_attempts + 1):
-            reply = self.s.llm.complete(messages, temperature=self.o.code_temperature,
-                                        max_output_tokens=self.o.max_output_tokens, purpose=action)
+            try:
+                reply = self.s.llm.complete(messages, temperature=self.o.code_temperature,
+                                            max_output_tokens=self.o.max_output_tokens, purpose=action)
+            except LLMCallError as exc:  # a failed edit, as the port's editor makes of it: no re-ask
+                return "", [], f"LLM call failed: {exc}", attempt
             parsed = parse_reply(reply.text, base)
             if parsed.edits:
                 return parsed.plan[:4000], parsed.edits, "", attempt
@@ -193,13 +208,13 @@ class _Search:
         if not node.edit_applied:
             parts.append(f"Your change could not be applied, so the previous code ran unchanged: {node.edit_error}")
         if not node.success:
-            parts.append(tail(node.error) or "the run failed without output")
+            parts.append(run_error(node)[:ERROR_HEAD_CHARS] or "(No error output captured.)")
         elif node.metric is not None:
             parts.append(f"The run finished: {self.s.task.metric.key} = {node.metric:.6g}")
         review = self.reviews.get(node.step)
         if review and review.is_bug and node.success and node.edit_applied:
             parts.append(f"The review found a bug: {review.summary}")
-        return tail("\n".join(parts))
+        return "\n".join(parts)
 
     # -- review (no step) -----------------------------------------------------------------------
     def review(self, node: StepRecord) -> Review:
@@ -222,11 +237,14 @@ class _Search:
         ])
         system = ("You are an expert machine-learning researcher. You wrote code for the task below and it was run "
                   "on the validation split. Judge the outcome: was there a bug, and what did the run show?")
-        reply = self.s.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                                    temperature=self.o.feedback_temperature,
-                                    max_output_tokens=self.o.max_output_tokens, purpose="review")
-        verdict = extract_json(reply.text) or {}
-        summary = str(verdict.get("summary") or reply.text.strip() or outcome)[:2000]
+        try:
+            text = self.s.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                       temperature=self.o.feedback_temperature,
+                                       max_output_tokens=self.o.max_output_tokens, purpose="review").text
+        except LLMCallError as exc:  # the port's fallback; "buggy" then comes from the run alone
+            return Review(not node.success, f"Analysis failed: {exc}"[:2000])
+        verdict = extract_json(text) or {}
+        summary = str(verdict.get("summary") or text.strip() or outcome)[:2000]
         said_bug = verdict.get("is_bug")
         # the harness's verdict on a failed run stands, whatever the review says
         is_bug = (not node.success) or (said_bug is True or str(said_bug).lower() == "true")
@@ -237,4 +255,4 @@ class _Search:
             others = ", ".join(f"{k} = {v:.6g}" for k, v in sorted(node.metrics.items()))
             return (f"Succeeded: {self.s.task.metric.key} = {node.metric:.6g}"
                     + (f" ({others})" if others else ""))
-        return "Failed:\n" + tail(node.error)
+        return "Failed:\n" + tail(run_error(node))

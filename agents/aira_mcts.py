@@ -15,11 +15,14 @@ Policy, as the port (and aira-dojo) runs it:
   chain never fixed backs up nothing.
 - After each run, one LLM analysis (2-3 sentences) is stored with the node; it costs no step. Prompts
   hold the memory of up to 10 good nodes (best first: action, plan, analysis, metric), the parent's
-  analysis when improving, and when debugging the analysis, the error tail (1,500 characters) and the
-  chain of earlier debug attempts.
+  analysis when improving, and when debugging the analysis, the error (as the port: the editor gets the
+  failed run's whole stderr, the instruction its first 1,500 characters) and the chain of earlier debug
+  attempts (the first 100 characters of each one's error). The analysis sees the first 300.
 
 Buggy means the run failed or gave no metric, as in the port: an edit that does not apply leaves the
-parent's code, which still runs and costs its step. The port's direction handling (a lower-is-better
+parent's code, which still runs and costs its step; its error is the run's, as the port records it. An
+LLM call that fails after its retries is an edit that does not apply, or the port's "(analysis failed:
+...)". The port's direction handling (a lower-is-better
 mean negated, but normalised by raw bounds) differs from this one's (bounds taken over the negated
 values too) by a constant per selection, so the same child is chosen; the recorded scores here lie in
 [0, 1] + exploration.
@@ -35,23 +38,26 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit import Agent, AgentOptions, CodeEditor, EditReply, metric_line, restore, tail
+from pytest_fmlbench.agentkit import (
+    Agent, CodeEditor, EditorOptions, EditReply, complete_or, metric_line, restore, run_error,
+)
 from pytest_fmlbench.session import Session
 
 UNVISITED = -1e8
 MEMORY_SIZE = 10
+ERROR_SHOWN_CHARS = 1500  # the port's max_stderr_output: how much of the error a debug instruction shows
 
 
-class AiraMctsOptions(AgentOptions):
+class AiraMctsOptions(EditorOptions):
     uct_c: float = Field(1.41, ge=0, description="UCT exploration constant (AIRA paper: 0.25)")
     num_children: int = Field(2, ge=1, description="children expanded per selected leaf (AIRA paper: 5)")
     max_debug_depth: int = Field(3, ge=0, description="debug steps at most per buggy child (AIRA paper: 20)")
     edit_temperature: float | None = Field(None, ge=0, le=2,
                                            description="sampling temperature of the edit calls; none = the "
                                            "provider's default, as the port (aira-dojo: 0.6)")
-    analysis_temperature: float | None = Field(None, ge=0, le=2,
-                                               description="temperature of the analysis calls; none = "
-                                               "provider default (aira-dojo: 0.5)")
+    analysis_temperature: float | None = Field(0.75, ge=0, le=2,
+                                               description="temperature of the analysis calls, the port's "
+                                               "default (aira-dojo: 0.5); none = the provider's")
     max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
 
 
@@ -160,7 +166,7 @@ class _Search:
         self.o = options
         self.tree = Tree(session.task.metric.direction, options.uct_c)
         self.editor = CodeEditor(session, temperature=options.edit_temperature,
-                                 max_output_tokens=options.max_output_tokens)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
 
     def run(self) -> None:
         while self.s.steps_left > 0:
@@ -215,7 +221,7 @@ class _Search:
         record = self.s.journal.get(result.step)
         node = Node(step=result.step, action=action, parent=parent, metric=result.metric,
                     buggy=not result.success or result.metric is None, plan=record.plan,
-                    error=self.error_of(record))
+                    error=run_error(record))
         self.tree.add(node)
         node.analysis = self.analyse(node)
         self.s.annotate(node.step, analysis=node.analysis)
@@ -228,17 +234,6 @@ class _Search:
         if action == "draft":
             return f"Draft #{sum(c.action == 'draft' for c in parent.children) + 1}"
         return f"{'Improve from' if action == 'improve' else 'Debug fix for'} node {parent.step}"
-
-    @staticmethod
-    def error_of(record) -> str:
-        parts = []
-        if not record.edit_applied:
-            parts.append(f"The change could not be applied, so the previous code ran: {record.edit_error}")
-        if not record.success:
-            parts.append(record.error or "the run failed without output")
-        elif record.metric is None:
-            parts.append("the run finished without the metric")
-        return tail("\n".join(parts))
 
     # -- prompts --------------------------------------------------------------------------------
     def memory(self) -> str:
@@ -272,13 +267,15 @@ class _Search:
                     "- Describe your improvement plan in 3-5 sentences before implementing."), ""
         earlier, node = [], parent
         while node is not None and node.action == "debug":
-            earlier.append(f"- Attempt: {node.plan[:150]}\n  Error: {node.error[-100:]}")
+            earlier.append(f"- Attempt: {node.plan[:150]}\n  Error: {node.error[:100]}")
             node = node.parent
         text = ("The previous code change caused an error. Please fix it.\n\n"
                 "## Instructions\nFix the bug while keeping the intended improvement.\n"
                 "- Read the error carefully and find the root cause.\n- Make minimal changes to fix it.")
         if parent.analysis:
             text += f"\n\n## Analysis of the buggy attempt\n{parent.analysis}"
+        if parent.error:
+            text += f"\n\n## Error output\n{parent.error[:ERROR_SHOWN_CHARS]}"
         if earlier:
             text += "\n\n## Previous debug attempts\n" + "\n".join(reversed(earlier))
         return text, parent.error
@@ -288,11 +285,12 @@ class _Search:
         prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{self.s.task.description.strip()}\n\n"
                   f"Action: {node.action}\nPlan: {node.plan[:300]}\n"
                   f"{metric_line(self.s, node.metric, 'Execution result')}\n"
-                  f"Success: {not node.buggy}\nError: {node.error[-300:]}\n\n"
+                  f"Success: {not node.buggy}\nError: {node.error[:300]}\n\n"
                   "Give a concise analysis (2-3 sentences): what worked, what did not, and one concrete "
                   "suggestion for the next iteration.")
-        reply = self.s.llm.complete([{"role": "system", "content": "You are an ML experiment analyst. Be concise "
-                                      "and actionable."}, {"role": "user", "content": prompt}],
-                                    temperature=self.o.analysis_temperature,
-                                    max_output_tokens=self.o.max_output_tokens, purpose="analysis")
-        return reply.text.strip()[:500]
+        messages = [{"role": "system", "content": "You are an ML experiment analyst. Be concise and actionable."},
+                    {"role": "user", "content": prompt}]
+        text = complete_or(self.s, messages, lambda exc: f"(analysis failed: {exc})",
+                           temperature=self.o.analysis_temperature, max_output_tokens=self.o.max_output_tokens,
+                           purpose="analysis")
+        return text.strip()[:500]

@@ -4,15 +4,19 @@ Each step: one LLM call proposes an idea (from the task, the baseline and curren
 of experiments so far and the incumbent code), the shared editor turns it into an edit of the incumbent,
 and the validation run decides: strictly better than the incumbent -> keep (the code becomes the new
 incumbent); equal or worse -> discard (revert to the incumbent); a crash (failed run or no metric) ->
-the next step is a debug retry (one editor call with the error tail and the intended idea, no new
-idea), until ``max_debug_retries`` consecutive crashed runs, the idea's own included, as the port
-counts them: with 3, an idea that crashes gets two fixes, then it is given up and the incumbent restored.
+the next step is a debug retry (one editor call with the intended idea and the error, the last 1,500
+characters of the run's stderr, shown in the instruction and as the editor's error context, as the
+port does; no new idea), until ``max_debug_retries`` consecutive crashed runs, the idea's own included,
+as the port counts them: with 3, an idea that crashes gets two fixes, then it is given up and the
+incumbent restored.
 
 As in the port, the incumbent starts as the baseline code at the task's recorded baseline validation
 value (upstream's first run re-measures the baseline; here no step is spent on it), and a debug retry
 edits the incumbent, told what was intended and how it crashed (``debug_from=incumbent``). Upstream
-Autoresearch fixes the crashed code itself: ``debug_from=crashed``. The idea call costs no step; a
-failed edit still runs (the incumbent, unchanged) and costs its step.
+Autoresearch fixes the crashed code itself: ``debug_from=crashed``. The idea call costs no step (at
+the port's temperature, 0.75); a failed edit still runs (the incumbent, unchanged) and costs its step.
+An idea call that fails after its retries gives the port's stand-in idea (``FALLBACK_IDEA``); an edit
+call that fails is a failed edit.
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit import Agent, AgentOptions, CodeEditor, metric_line, render_files, restore, tail
+from pytest_fmlbench.agentkit import (
+    Agent, CodeEditor, EditorOptions, complete_or, metric_line, render_files, restore, run_error, tail,
+)
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
 
 IDEA_SYSTEM = ("You are an autonomous ML researcher running experiments to improve an ML algorithm. You propose "
                "concise, specific experimental ideas. Be creative but practical. All else being equal, simpler "
                "is better.")
+# what the port proposes when its idea call fails (autoresearch/agent.py 412-414)
+FALLBACK_IDEA = "Try a small hyperparameter change to improve the metric."
 IDEA_INSTRUCTIONS = (
     "## Instructions\n"
     "Propose ONE specific experimental idea to try next. Consider:\n"
@@ -43,13 +51,13 @@ IDEA_INSTRUCTIONS = (
 )
 
 
-class AutoresearchOptions(AgentOptions):
+class AutoresearchOptions(EditorOptions):
     max_debug_retries: int = Field(3, ge=1, description="consecutive crashed runs of an idea (its own included) "
                                    "before it is given up, as the port counts them")
     debug_from: Literal["incumbent", "crashed"] = Field(
         "incumbent", description="code a debug retry edits: the incumbent, as the port; 'crashed' as upstream")
-    idea_temperature: float | None = Field(None, ge=0, le=2, description="temperature of the idea calls; "
-                                           "none = the provider's default, as the port")
+    idea_temperature: float | None = Field(0.75, ge=0, le=2, description="temperature of the idea calls, the "
+                                           "port's default (its llm.py); none = the provider's")
     edit_temperature: float | None = Field(None, ge=0, le=2, description="temperature of the edit calls; "
                                            "none = the provider's default, as the port")
     max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
@@ -91,7 +99,7 @@ class Climber:
         self.s = session
         self.o = options
         self.editor = CodeEditor(session, temperature=options.edit_temperature,
-                                 max_output_tokens=options.max_output_tokens)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
 
     # -- the step -------------------------------------------------------------------------------
     def step(self, line: Line, idea_prompt, *, action: str, extra: dict[str, Any] | None = None,
@@ -109,9 +117,9 @@ class Climber:
             action, parent = "debug", line.crashed_step
         else:
             system, user = idea_prompt()
-            idea = s.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                                  temperature=self.o.idea_temperature, max_output_tokens=self.o.max_output_tokens,
-                                  purpose="idea").text.strip() or "Try a small hyper-parameter change."
+            idea = complete_or(s, [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                               lambda exc: FALLBACK_IDEA, temperature=self.o.idea_temperature,
+                               max_output_tokens=self.o.max_output_tokens, purpose="idea").strip()
             line.last_idea = idea
             restore(s, line.files)
             reply = self.editor.request(idea, line.files, purpose=action)
@@ -132,7 +140,7 @@ class Climber:
             line.consecutive_crashes += 1
             if line.consecutive_crashes < self.o.max_debug_retries:
                 line.pending_debug = True
-                line.last_error = tail(record.error or "the run finished without the metric")
+                line.last_error = tail(run_error(record))
                 line.crashed_step = record.step
                 return {"decision": "crash", "next": "debug retry", "crashes_in_a_row": line.consecutive_crashes}
             restore(self.s, line.files)
@@ -149,8 +157,9 @@ class Climber:
 
     # -- prompts --------------------------------------------------------------------------------
     def debug_instruction(self, line: Line) -> str:
-        return ("The previous experiment crashed (its error is shown above). The intended change was:\n"
+        return ("The previous experiment crashed. The intended change was:\n"
                 f"{line.last_idea}\n\n"
+                f"## Error\n```\n{line.last_error}\n```\n\n"
                 "If this is a simple fix (typo, missing import, wrong variable name), fix it while keeping the "
                 "intended change. If the approach is fundamentally broken, simplify it to something that runs "
                 "correctly.")

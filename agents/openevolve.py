@@ -13,22 +13,26 @@ Every ``migration_interval`` generations the islands send their best programs to
 Each step: an editor call (the parent's metrics, the island's recent history with cells and outcomes,
 its top performers and the inspirations, described by their analyses) and one validation run, then an
 LLM analysis of the run (the port's; upstream has none), which also describes the program to later
-prompts. The analysis costs no step.
+prompts. The analysis costs no step. A crash's error is the last 1,500 characters of its stderr (the
+analysis sees their first 500), as the port. An edit call that fails after its retries is a failed edit;
+an analysis call, the port's "(analysis failed: ...)".
 """
 
 from __future__ import annotations
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from pytest_fmlbench.agentkit import Agent, AgentOptions, tail
-from pytest_fmlbench.agentkit.editing import DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, metric_line, restore
+from pytest_fmlbench.agentkit import Agent, tail
+from pytest_fmlbench.agentkit.editing import (
+    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error,
+)
 from pytest_fmlbench.agentkit.map_elites import Placement, Population, Program, Sample, Settings, join_code
 from pytest_fmlbench.session import Session
 
 ANALYSIS_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
-class OpenEvolveOptions(AgentOptions):
+class OpenEvolveOptions(EditorOptions):
     num_islands: int = Field(3, ge=1, description="islands evolving apart (upstream: 5)")
     feature_bins: int = Field(5, ge=1, description="bins per MAP-Elites feature (upstream: 10)")
     archive_size: int = Field(30, ge=1, description="fittest programs kept in the elite archive (upstream: 100)")
@@ -83,7 +87,7 @@ class _Evolution:
         settings = Settings(**{name: getattr(options, name) for name in Settings.__dataclass_fields__})
         self.pop = Population(settings, session.task.metric.direction, session.rng)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
-                                 max_output_tokens=options.max_output_tokens)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
 
     def seed(self) -> dict:
         files = self.s.baseline_files
@@ -145,7 +149,7 @@ class _Evolution:
         child = Program(
             id=f"s{result.step}", code=join_code(files), island=parent.island, generation=parent.generation + 1,
             step=result.step, parent=parent.id, metric=result.metric if result.success else None,
-            buggy=not result.success or result.metric is None, error=tail(result.error),
+            buggy=not result.success or result.metric is None, error=tail(run_error(s.journal.get(result.step))),
             complexity=_complexity(files), diversity=self.pop.diversity_of(join_code(files)),
             debug_depth=parent.debug_depth + 1 if debug else 0)
         if self.o.llm_analysis:
@@ -176,12 +180,12 @@ class _Evolution:
             prompt += f"Error output:\n```\n{child.error[:500]}\n```\n\n"
         prompt += ("Give a concise summary (2-3 sentences): what was attempted, what came of it, and what to try "
                    "next.")
-        reply = self.s.llm.complete(
-            [{"role": "system", "content": "You analyse ML experiments. Be concise."},
-             {"role": "user", "content": prompt}],
+        text = complete_or(
+            self.s, [{"role": "system", "content": "You analyse ML experiments. Be concise."},
+                     {"role": "user", "content": prompt}], lambda exc: f"(analysis failed: {exc})",
             temperature=self.o.feedback_temperature,
             max_output_tokens=min(ANALYSIS_MAX_OUTPUT_TOKENS, self.o.max_output_tokens), purpose="analysis")
-        return reply.text.strip()[:300]
+        return text.strip()[:300]
 
     def _value(self, program: Program) -> str:
         return "None" if program.metric is None else f"{program.metric:.6g}"

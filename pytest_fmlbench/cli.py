@@ -145,8 +145,20 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
 ]
 
 
+# --help is read in a terminal: plain words, no reStructuredText markup (the module docstring is for Sphinx)
+DESCRIPTION = "fmlbench: the command line next to the pytest plugin (tables, reports and comparisons of runs)."
+EPILOG = """examples:
+  fmlbench score reports/fmlbench/runs           the three tables, recomputed from run records
+  fmlbench report reports/fmlbench/runs --html report.html
+  fmlbench agents                                the built-in agents and their options
+  fmlbench compare last reports/fmlbench/runs    task by task deltas against the last saved session
+
+'fmlbench COMMAND --help' describes one command."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fmlbench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="fmlbench", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text, add_arguments, run in COMMANDS:
         command = sub.add_parser(name, help=help_text, description=help_text)

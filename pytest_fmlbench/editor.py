@@ -2,7 +2,10 @@
 
 Two edit forms, as in the original: a whole-file rewrite, and SEARCH/REPLACE blocks for larger files.
 Only the task's editable files can be written; Python must parse and JSON must load before anything is
-written, and an edit touching several files applies all or nothing.
+written. ``Editor.apply`` applies an edit touching several files all or nothing, each SEARCH part
+matching exactly once; ``apply_each`` computes the FML-bench port's way (code_editor.py 305-352): each
+file or block on its own, in order, a failing one skipped, the first match replaced, and code calling
+one of the port's blocklisted functions refused.
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .evalkit import read_untrusted
 
-# The original rewrites files up to this many lines whole and asks for SEARCH/REPLACE beyond.
+# The original rewrites a file whole while it holds at most this many newlines (code_editor.py 218:
+# ``count("\n") <= 500``), and asks for SEARCH/REPLACE blocks beyond.
 WHOLE_FILE_MAX_LINES = 500
 
 
@@ -130,6 +135,82 @@ def _search_replace(rel: str, text: str, search: str, replace: str) -> str:
     if count > 1:
         raise EditError(f"{rel}: SEARCH block matches {count} places; include more context")
     return text.replace(search, replace, 1)
+
+
+def _os_call(name: str) -> str:
+    return rf"\bos\s*\.\s*{name}\s*\("
+
+
+# The calls the port's editor refuses in generated code (code_editor.py 38-63): deleting, moving or
+# copying files, running programs, dynamic imports. Each: (what the refusal names, pattern).
+BLOCKED_CALLS: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (label, re.compile(pattern)) for label, pattern in (
+        *((f"os.{name}()", _os_call(name)) for name in ("remove", "unlink", "rmdir", "removedirs", "rename",
+                                                         "replace", "system", "popen")),
+        ("os.exec*()", _os_call(r"exec\w*")),
+        ("os.spawn*()", _os_call(r"spawn\w*")),
+        *((f"shutil.{name}()", rf"\bshutil\s*\.\s*{name}\s*\(") for name in ("rmtree", "move")),
+        ("shutil.copy*()", r"\bshutil\s*\.\s*copy\w*\s*\("),
+        ("subprocess.*()", r"\bsubprocess\s*\.\s*\w+\s*\("),
+        ("__import__()", r"\b__import__\s*\("),
+        (".unlink()", r"\.\s*unlink\s*\("),
+        (".rmdir()", r"\.\s*rmdir\s*\("),
+    )
+)
+
+
+def blocked_calls(code: str) -> list[str]:
+    """The blocklisted calls ``code`` makes, as the port finds them: by pattern, plus exec() and eval()
+    called by name (never a method such as model.eval()) when the code parses."""
+    found = [label for label, pattern in BLOCKED_CALLS if pattern.search(code)]
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return found
+    found += [f"{node.func.id}() [line {node.lineno}]" for node in ast.walk(tree)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval")]
+    return found
+
+
+@dataclass(frozen=True)
+class EachApplied:
+    files: dict[str, str]  # every editable file after the edits that applied
+    written: tuple[str, ...]  # files an applied edit wrote (also with unchanged content), first write first
+    skipped: tuple[str, ...]  # one line per edit that did not apply: which file, and why
+
+
+def apply_each(files: dict[str, str], edits: list[Edit]) -> EachApplied:
+    """The port's application, on ``files`` (nothing is written): each edit in turn, on the content the
+    edits before it left. A whole file must parse (by type: Python, JSON) and call nothing blocklisted; a
+    SEARCH part must occur in the file (exactly, the first occurrence is replaced), the file must still
+    parse afterwards, and the REPLACE part must call nothing blocklisted. An edit failing a check is
+    skipped; the others still apply."""
+    staged, written, skipped = dict(files), [], []
+    for edit in edits:
+        rel = edit.path
+        if rel not in staged:
+            skipped.append(f"{rel}: not an editable file")
+            continue
+        if isinstance(edit, WholeFile):
+            new, added, what = edit.content, edit.content, "whole file"
+        else:
+            if edit.search not in staged[rel]:
+                skipped.append(f"{rel}: SEARCH block not found in the file")
+                continue
+            new, added, what = staged[rel].replace(edit.search, edit.replace, 1), edit.replace, "REPLACE block"
+        try:
+            _validate(rel, new)
+        except EditError as exc:
+            skipped.append(f"{exc}{' after the SEARCH/REPLACE' if what == 'REPLACE block' else ''}")
+            continue
+        refused = blocked_calls(added)
+        if refused:
+            skipped.append(f"{rel}: {what} refused: it calls {', '.join(refused)}")
+            continue
+        staged[rel] = new
+        if rel not in written:
+            written.append(rel)
+    return EachApplied(staged, tuple(written), tuple(skipped))
 
 
 def _validate(rel: str, content: str) -> None:

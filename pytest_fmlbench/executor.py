@@ -17,8 +17,11 @@ from pathlib import Path
 
 from .isolation.limits import StepGroup
 
-# The original feeds back this much of stderr after a failed run.
+# The original's agents feed back this much of a failed run's stderr (its max_stderr_output).
 ERROR_TAIL_CHARS = 1500
+# A command's stderr kept apart from the combined log, for the agents that show it (the port's executor
+# hands them the whole of it): its first and its last STDERR_KEEP_CHARS characters, the middle cut.
+STDERR_KEEP_CHARS = 16_000
 LOG_HEAD_BYTES = 64_000
 LOG_KEEP_BYTES = 256_000
 _KILL_GRACE_S = 3.0
@@ -54,6 +57,8 @@ class CommandResult:
     output_tail: str
     # the resource limit that ended the command ("out of memory", "too many processes"), if one did
     limit: str | None = None
+    # what the command wrote to stderr alone (head and tail kept, see STDERR_KEEP_CHARS)
+    stderr: str = ""
 
     @property
     def ok(self) -> bool:
@@ -88,6 +93,7 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
     timed_out = False
     limit = None
     sink = CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
+    errors = _HeadTail(STDERR_KEEP_CHARS * 4)
 
     def before_exec() -> None:
         die_with_harness()
@@ -96,7 +102,7 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
 
     try:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=before_exec,
         )
     except (OSError, subprocess.SubprocessError) as exc:
@@ -104,9 +110,13 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         sink.close()
         if group is not None:
             group.close()
-        return CommandResult(None, False, 0.0, f"could not start {argv[0]}: {exc}")
-    reader = threading.Thread(target=sink.drain, args=(proc.stdout,), daemon=True)
-    reader.start()
+        return CommandResult(None, False, 0.0, f"could not start {argv[0]}: {exc}",
+                             stderr=f"could not start {argv[0]}: {exc}")
+    # both streams go to the one log (interleaved as they arrive); stderr is also kept on its own
+    readers = [threading.Thread(target=sink.drain, args=(proc.stdout,), daemon=True),
+               threading.Thread(target=sink.drain, args=(proc.stderr, errors.feed), daemon=True)]
+    for reader in readers:
+        reader.start()
     deadline = start + timeout_s
     try:
         while True:
@@ -137,10 +147,12 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         if group is not None:
             limit = limit or group.tripped()
             group.close()
-        reader.join(timeout=5.0)
+        for reader in readers:
+            reader.join(timeout=5.0)
         sink.close()
     duration = time.monotonic() - start
-    return CommandResult(proc.returncode, timed_out, duration, tail(log_path, ERROR_TAIL_CHARS), limit)
+    return CommandResult(proc.returncode, timed_out, duration, tail(log_path, ERROR_TAIL_CHARS), limit,
+                         errors.text(STDERR_KEEP_CHARS))
 
 
 class CappedLog:
@@ -174,9 +186,11 @@ class CappedLog:
                     self.tail_bytes -= len(dropped)
                     self.cut += len(dropped)
 
-    def drain(self, stream) -> None:
+    def drain(self, stream, also=None) -> None:
         for chunk in iter(lambda: stream.read1(1 << 16), b""):
             self.feed(chunk)
+            if also is not None:
+                also(chunk)
 
     def close(self) -> None:
         with self.lock:
@@ -188,6 +202,52 @@ class CappedLog:
                 self.fh.write(f"\n[... {self.cut + excess} bytes cut ...]\n".encode())
             self.fh.write(tail[excess:])
             self.fh.close()
+
+
+class _HeadTail:
+    """A stream's first and last ``keep`` bytes; what lies between is dropped as it arrives."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_bytes = 0
+        self.cut = 0
+        self.lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> None:
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_bytes += len(chunk)
+            while self.tail_bytes - len(self.tail[0]) >= self.keep:
+                dropped = self.tail.popleft()
+                self.tail_bytes -= len(dropped)
+                self.cut += len(dropped)
+
+    def text(self, chars: int) -> str:
+        """The stream as text: whole when it has at most 2 x ``chars`` characters, else its first and
+        last ``chars`` characters with a line marking the cut between them."""
+        with self.lock:
+            return self._text(chars)
+
+    def _text(self, chars: int) -> str:
+        if not self.cut:
+            whole = (bytes(self.head) + b"".join(self.tail)).decode(errors="replace")
+            if len(whole) <= 2 * chars:
+                return whole
+            head, tail = whole[:chars], whole[-chars:]
+        else:
+            head = bytes(self.head).decode(errors="replace")[:chars]
+            tail = b"".join(self.tail).decode(errors="replace")[-chars:]
+        return f"{head}\n[... middle of the output cut ...]\n{tail}"
 
 
 def die_with_harness() -> None:

@@ -143,7 +143,7 @@ class HarnessSession:
             step=number, parent=parent, action=action, plan=plan, idea=idea,
             edit_applied=edit.applied if edit else True, edit_error=edit.error if edit else "",
             success=outcome.success, metric=outcome.metric if outcome.success else None,
-            metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error,
+            metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error, stderr=outcome.stderr,
             analysis=analysis, duration_s=outcome.duration_s, started_at=started,
             usage=self._pending_usage, snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
             blocked=outcome.blocked,

@@ -71,6 +71,10 @@ class StepRecord(BaseModel):
     metrics: dict[str, float] = {}
     constraints: list[ConstraintOutcome] = []
     error: str = ""
+    # a failed experiment's own error output, as the port's executor gives it to agents: its standard
+    # error (first and last 16,000 characters), or "Timeout after N seconds"; None when the experiment
+    # ran through (a failure, if any, came later: evaluation, a constraint) and in older records
+    stderr: str | None = None
     analysis: str = ""
     duration_s: float = 0.0
     started_at: datetime
@@ -136,6 +140,9 @@ class RunRecord(BaseModel):
     integrity: Literal["ok", "violated"] = "ok"
     integrity_violations: list[str] = []
     usage: Usage = Usage()
+    # LLM calls that failed for good (after their retries); the agent went on with what its port makes of
+    # a failed call (a failed edit, a fallback text). 0 in older records
+    llm_failed_calls: int = 0
     wall_clock_s: float = 0.0
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime | None = None

@@ -17,13 +17,14 @@ from rich.console import Console
 from rich.table import Table
 
 from .record import RunStore
+from .reports.text import print_whole
 from .scoring.aggregate import AUTO, Scores
 from .scoring.aup import BASELINE, aup_table, solver_name
 from .scoring.metrics import EXPLORATION, PROCESS_COLUMNS
 
 HEADERS = {
     "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
-    "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "auc_steps": "AUC",
+    "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "llm_failed_calls": "Failed calls", "auc_steps": "AUC",
     "first_improvement_step": "1st impr.", "late_gain_fraction": "Late gain", "best_improvement_step": "Best step",
     "tokens_m": "Tok. (M)", "wall_clock_h": "Hours", "cost_usd": "Cost $",
 }
@@ -31,6 +32,7 @@ HEADERS = {
 ORIGINAL_NAMES = {
     "spread": "Exploration Spread", "uniqueness": "Exploration Uniqueness", "reach": "Exploration Reach",
     "effective_dim": "Effective dim", "val_test_gap": "Val-test |gap|", "valid_step_ratio": "Valid step ratio",
+    "llm_failed_calls": "Failed LLM calls",
     "auc_steps": "AUC-over-steps", "first_improvement_step": "First-improvement step",
     "late_gain_fraction": "Late-gain fraction", "best_improvement_step": "Best-improvement step",
     "tokens_m": "Token cost (M)", "wall_clock_h": "Wall-clock time (h)", "cost_usd": "Cost (USD)",
@@ -40,6 +42,7 @@ GROUPS = {
     "Exploration": EXPLORATION,
     "Generalization": ("val_test_gap",),
     "Reliability": ("valid_step_ratio",),
+    "LLM failures": ("llm_failed_calls",),
     "Efficiency": ("auc_steps", "first_improvement_step", "late_gain_fraction", "best_improvement_step"),
     "Cost": ("tokens_m", "wall_clock_h", "cost_usd"),
 }
@@ -100,16 +103,22 @@ def agent_tables(scores: Scores, title: str) -> list:
     summary = scores.summary()
 
     raw = Table(title=f"Raw Performance — {title}", title_justify="left")
-    for col in ("Task", "Metric", "Dir", "Baseline test", "Agent test", "Seeds", "Note"):
-        raw.add_column(col, overflow="fold")
+    # a number is never split: its columns do not wrap (print_whole widens a table that does not fit)
+    raw.add_column("Task", no_wrap=True)
+    raw.add_column("Metric", overflow="fold")
+    raw.add_column("Dir")
+    for col in ("Baseline test", "Agent test", "Seeds"):
+        raw.add_column(col, justify="right", no_wrap=True)
+    raw.add_column("Note", overflow="fold")
     for task, row in tasks.iterrows():
         metric = row["metric"] + (" (-log10)" if row["transform"] == "neg_log10" else "")
         raw.add_row(task, metric, _arrow(row["direction"]), fmt(row["baseline_test"]),
                     fmt(row["raw_test"], row["raw_test_sem"]), str(row["seeds"]), row["note"])
 
     norm = Table(title=f"Normalized Improvement — {title}", title_justify="left")
-    for col in ("Task", "NI (test)", "NI (best val)", "Note"):
-        norm.add_column(col, overflow="fold")
+    for col in ("Task", "NI (test)", "NI (best val)"):
+        norm.add_column(col, justify="left" if col == "Task" else "right", no_wrap=True)
+    norm.add_column("Note", overflow="fold")
     for task, row in tasks.iterrows():
         norm.add_row(task, fmt(row["ni"], row["ni_sem"]), fmt(row["ni_val"], row["ni_val_sem"]), row["note"])
     norm.add_section()
@@ -140,7 +149,7 @@ def side_by_side(scores: Scores) -> list:
     raw.add_column("Dir")
     raw.add_column("Baseline", justify="right")
     for name, _ in groups:
-        raw.add_column(name, justify="right")
+        raw.add_column(name, justify="right", no_wrap=True)
     for task in tasks:
         cells = [_cell(per_task[name], task, "raw_test") for name, _ in groups]
         raw.add_row(task, _arrow(first.loc[task, "direction"]), fmt(first.loc[task, "baseline_test"]), *cells)
@@ -148,7 +157,7 @@ def side_by_side(scores: Scores) -> list:
     norm = Table(title="Normalized Improvement (test)", title_justify="left")
     norm.add_column("Task", no_wrap=True)
     for name, _ in groups:
-        norm.add_column(name, justify="right")
+        norm.add_column(name, justify="right", no_wrap=True)
     for task in tasks:
         norm.add_row(task, *[_cell(per_task[name], task, "ni") for name, _ in groups])
     norm.add_section()
@@ -163,7 +172,7 @@ def side_by_side(scores: Scores) -> list:
             table.title = f"{group}: {HEADERS[col]}"
             table.add_column("Task", no_wrap=True)
             for name, _ in groups:
-                table.add_column(name, justify="right")
+                table.add_column(name, justify="right", no_wrap=True)
             for task in tasks:
                 table.add_row(task, *[_cell(per_task[name], task, col, process=True) for name, _ in groups])
             table.add_section()
@@ -171,7 +180,7 @@ def side_by_side(scores: Scores) -> list:
         else:
             table.add_column("Metric (mean over tasks)", no_wrap=True)
             for name, _ in groups:
-                table.add_column(name, justify="right")
+                table.add_column(name, justify="right", no_wrap=True)
             for col in columns:
                 table.add_row(HEADERS[col], *[process_cell(col, summaries[name][col]) for name, _ in groups])
         tables.append(table)
@@ -203,7 +212,7 @@ def aup_rich(scores: Scores) -> list:
     out = Table(title="AUP (MLGym performance profiles)", title_justify="left")
     out.add_column("Profile", no_wrap=True)
     for solver in table.index:
-        out.add_column(solver, justify="right")
+        out.add_column(solver, justify="right", no_wrap=True)
     out.add_row("Best attempt (val)", *[fmt(v) for v in table["aup_best_attempt"]])
     out.add_row("Final (test)", *[fmt(v) for v in table["aup_final"]])
     about = (f"AUP over {table['tasks'].iloc[0]} task(s), the baseline as a solver, each solver's best of "
@@ -231,7 +240,7 @@ def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:
         return ""
     console, buffer = _console(width)
     for item in summary_items(scores):
-        console.print(item)
+        print_whole(console, item)
     return buffer.getvalue()
 
 

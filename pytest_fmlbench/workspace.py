@@ -43,6 +43,9 @@ class SplitOutcome:
     duration_s: float = 0.0
     # what the sandbox refused the experiment, as its own output reported it (EROFS, EPERM, ...)
     blocked: list[str] = field(default_factory=list)
+    # a failed experiment's error as the port's executor reports it to agents: its standard error
+    # (head and tail kept), or "Timeout after N seconds"; None when the experiment itself succeeded
+    stderr: str | None = None
 
     @property
     def constraint_violated(self) -> bool:
@@ -215,7 +218,7 @@ class Workspace:
                 raise IntegrityViolation(problems, f"after the {split} run")
         if not run.ok:
             return SplitOutcome(split, False, error=run.describe_failure(f"{split} run", spec.timeout_s),
-                                duration_s=run.duration_s, blocked=blocked)
+                                duration_s=run.duration_s, blocked=blocked, stderr=_reported_stderr(run, spec.timeout_s))
         # the evaluator reads a copy of {out} made of regular files only, never {out} itself
         evidence = self.root / "evidence" / split
         refused = artifacts.collect(out, evidence)
@@ -244,6 +247,15 @@ class Workspace:
                 f"{c.name} ({c.detail or f'value {c.value} vs limit {c.limit}'})" for c in broken
             )
         return outcome
+
+
+def _reported_stderr(run: CommandResult, timeout_s: float) -> str:
+    """What the port's executor hands agents as a failed run's error (benchmark/executor.py 212, 277)."""
+    if run.timed_out:
+        return f"Timeout after {timeout_s:g} seconds"
+    if run.limit:
+        return f"{run.stderr}\n[{run.limit}: the step's limit was reached; its processes were killed]".lstrip("\n")
+    return run.stderr
 
 
 def _blocked_lines(log: Path, keep: int = 10) -> list[str]:

@@ -7,6 +7,9 @@
 #   scripts/slurm-local.sh status  exit 0 when the cluster answers
 # The node advertises more CPUs than the host has (config_overrides), so several small items run side by
 # side; a real cluster's nodes advertise what they have.
+# Its Prolog is a test hook: a job whose working folder holds a file .fmlbench-fail-prolog fails its launch
+# once per line of that file, as a failing node prolog does on a real cluster (Slurm drains the node with
+# "Prolog error" and requeues the job held: launch_failed_requeued_held); for every other job it does nothing.
 set -euo pipefail
 STATE=${FMLBENCH_SLURM_STATE:-/var/lib/fmlbench-slurm}
 CONF_DIR=/etc/slurm
@@ -26,6 +29,16 @@ write_config() {
   host=$(hostname -s)
   mem=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
   mkdir -p "$CONF_DIR" "$STATE/ctld" "$STATE/d" "$STATE/log"
+  cat >"$STATE/prolog.sh" <<'PROLOG'
+#!/bin/sh
+# fmlbench test hook (scripts/slurm-local.sh): fail this launch if the job's folder asks for it, once per line
+hook="${SLURM_JOB_WORK_DIR:-/nonexistent}/.fmlbench-fail-prolog"
+[ -s "$hook" ] || exit 0
+sed -i 1d "$hook"
+echo "fmlbench test hook: prolog fails for job $SLURM_JOB_ID" >&2
+exit 1
+PROLOG
+  chmod 755 "$STATE/prolog.sh"
   cat >"$CONF_DIR/slurm.conf" <<CONF
 ClusterName=fmlbench
 SlurmctldHost=$host(127.0.0.1)
@@ -56,6 +69,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt
+Prolog=$STATE/prolog.sh
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$NODE_CPUS RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF

@@ -48,6 +48,40 @@ def test_output_tail_and_exit_code(tmp_path):
     assert len(result.output_tail) == 1500
 
 
+def test_stderr_is_kept_apart_from_stdout_with_its_head_and_tail(tmp_path):
+    from pytest_fmlbench.executor import STDERR_KEEP_CHARS
+
+    code = ("import sys; print('OUT'); sys.stderr.write('HEAD' + 'e' * 100000 + 'TAIL'); sys.stdout.flush(); "
+            "sys.exit(3)")
+    argv = format_command("{python} -c {code}", {"code": code})
+    result = run_command(argv, cwd=tmp_path, env=dict(os.environ), timeout_s=30, log_path=tmp_path / "l.log")
+    assert result.returncode == 3 and "OUT" not in result.stderr
+    head, cut, tail = result.stderr.split("\n")
+    assert head == "HEAD" + "e" * (STDERR_KEEP_CHARS - 4) and cut == "[... middle of the output cut ...]"
+    assert tail == "e" * (STDERR_KEEP_CHARS - 4) + "TAIL"
+    # both streams still go to the one log
+    log = (tmp_path / "l.log").read_text()
+    assert "OUT" in log and "HEAD" in log and "TAIL" in log
+    short = run_command(format_command("{python} -c {code}", {"code": "import sys; sys.stderr.write('oops')"}),
+                        cwd=tmp_path, env=dict(os.environ), timeout_s=30, log_path=tmp_path / "m.log")
+    assert short.ok and short.stderr == "oops"
+
+
+def test_old_records_read_without_the_new_fields():
+    from pytest_fmlbench.agentkit import run_error
+    from pytest_fmlbench.record import RunRecord, StepRecord
+
+    old_step = StepRecord.model_validate({"step": 1, "action": "draft", "success": False, "error": "val run exited "
+                                          "with code 1\nboom", "started_at": "2026-01-01T00:00:00Z",
+                                          "snapshot": "snapshots/step_0001.json", "snapshot_sha256": "0" * 64})
+    assert old_step.stderr is None and run_error(old_step) == "val run exited with code 1\nboom"
+    new_step = old_step.model_copy(update={"stderr": "Traceback: boom"})
+    assert run_error(new_step) == "Traceback: boom"
+    assert run_error(new_step.model_copy(update={"success": True})) == ""
+    fields = RunRecord.model_fields
+    assert fields["llm_failed_calls"].default == 0 and not fields["llm_failed_calls"].is_required()
+
+
 def test_worker_gpu_assignment(monkeypatch):
     devices.visible_gpus.cache_clear()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6,7")

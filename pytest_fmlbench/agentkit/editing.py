@@ -1,20 +1,40 @@
 """The single-call code editor every FML-bench port shares: one instruction in, one LLM call, edits out.
 
 The original replaced Aider with a thin editor so that no agent gets hidden help: the agent writes an
-instruction; the editor shows the task, the optimisation target, the editable files (whole, or to be
-changed with SEARCH/REPLACE blocks beyond 500 lines), the previous run's error tail when there is one,
-the instruction and fixed implementation guidelines; the reply's code blocks become the edit. One call,
-no re-asks: a reply without usable code is an edit that does not apply, and the step still runs (the
-unchanged code) and costs its step.
+instruction; the editor shows the task, the optimisation target, the editable files (whole up to 500
+newlines, to be changed with SEARCH/REPLACE blocks beyond), the error context the agent passes, the
+instruction, fixed implementation guidelines and the reply format; the reply's blocks become the edit.
+One call, no re-asks: a reply without usable code, or a call that fails after its retries, is an edit
+that does not apply, and the step still runs (the unchanged code) and costs its step.
+
+Two modes (``--agent-opt editor=...`` of every agent that uses it):
+
+- ``port`` (the default), the port's editor (code_editor.py): its prompt sections in its order, no plan
+  asked for ("nothing outside this format"); its reply format only (``### FILE:`` headers); each whole
+  file or SEARCH/REPLACE block applied on its own, a failing one skipped; the first occurrence of a
+  SEARCH part replaced; code calling a blocklisted function (file deletion, moves, copies, processes,
+  dynamic imports, exec/eval) refused. The step records which blocks were skipped and why.
+- ``strict``, this project's earlier editor: a plan first, then fenced blocks read leniently (the path in
+  the fence, a comment or the line before); all edits applied or none; each SEARCH part must match
+  exactly once (trailing whitespace forgiven); no blocklist.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
-from ..editor import Edit, EditResult
+from pydantic import Field
+
+from ..editor import Edit, EditResult, WholeFile, apply_each
+from ..llm.errors import LLMCallError
+from ..record import StepRecord
 from ..session import Session
-from .prompting import parse_reply, render_files, reply_format, tail
+from .base import AgentOptions
+from .prompting import (
+    parse_port_reply, parse_reply, render_files, render_port_file, reply_format, tail, uses_search_replace,
+)
 
 SYSTEM = (
     "You change existing Python code to improve a machine-learning method.\n"
@@ -33,6 +53,17 @@ GUIDELINES = (
 # the port leaves the reply length to the provider; its editor names 16384 as the completion budget
 DEFAULT_MAX_OUTPUT_TOKENS = 16384
 
+EditorMode = Literal["port", "strict"]
+
+
+class EditorOptions(AgentOptions):
+    """Options of every agent that edits through the shared editor."""
+
+    editor: EditorMode = Field(
+        "port", description="the shared editor: 'port' = FML-bench's (each file or SEARCH/REPLACE block on its "
+        "own, bad ones skipped, first match replaced, blocklisted calls refused, no plan asked); 'strict' = all "
+        "or nothing, each SEARCH matching once, no blocklist, a plan first")
+
 
 def metric_line(session: Session, value: float | None, label: str = "Metric") -> str:
     """The one line every port uses to show a metric to the model, so no agent sees more than another."""
@@ -50,22 +81,69 @@ def task_context(session: Session) -> str:
     return "\n".join(parts)
 
 
+def run_error(record: StepRecord) -> str:
+    """A step's error as the port's executor hands it to its agents: '' when the run succeeded; for a
+    failed experiment its standard error (or "Timeout after N seconds"); for a failure after the
+    experiment (evaluation, a constraint) and in records older than the ``stderr`` field, our message."""
+    if record.success:
+        return ""
+    return record.stderr if record.stderr is not None else record.error
+
+
+def complete_or(session: Session, messages: list[dict[str, str]], fallback: Callable[[LLMCallError], str],
+                **kwargs) -> str:
+    """One LLM call's text; when the call fails for good (after its retries), what ``fallback`` makes of
+    the error, as the ports do around their analysis, idea and memory calls."""
+    try:
+        return session.llm.complete(messages, **kwargs).text
+    except LLMCallError as exc:
+        return fallback(exc)
+
+
 @dataclass(frozen=True)
 class EditReply:
-    plan: str  # the prose before the code: the plan the instruction asked for
+    plan: str  # the prose before the code
     edits: list[Edit] = field(default_factory=list)
     error: str = ""  # why the reply yields no edit ('' when it does)
     finish_reason: str | None = None
+    problems: tuple[str, ...] = ()  # blocks of the reply that are no edit (port mode: skipped at apply)
+    text: str = ""  # the raw reply ('' when the call failed)
+    call_failed: bool = False
 
 
 class CodeEditor:
     def __init__(self, session: Session, *, temperature: float | None = None,
-                 max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS):
+                 max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS, mode: EditorMode = "port"):
         self.session = session
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
+        self.mode = mode
 
+    # -- the prompt -----------------------------------------------------------------------------
     def messages(self, instruction: str, files: dict[str, str], error_context: str = "") -> list[dict[str, str]]:
+        if self.mode == "strict":
+            return self._strict_messages(instruction, files, error_context)
+        return self._port_messages(instruction, files, error_context)
+
+    def _port_messages(self, instruction: str, files: dict[str, str], error_context: str) -> list[dict[str, str]]:
+        """The port's sections in its order (code_editor.py 196-289), in our words."""
+        metric = self.session.task.metric
+        small = {p: c for p, c in files.items() if not uses_search_replace(c)}
+        large = {p: c for p, c in files.items() if uses_search_replace(c)}
+        parts = ["## Task context\n" + task_context(self.session),
+                 f"## Optimisation target\nMetric: {metric.key} ({metric.direction} is better)"]
+        if small:
+            parts.append("## Files to change (reply with each changed file complete)")
+            parts += [render_port_file(p, c) for p, c in small.items()]
+        if large:
+            parts.append("## Large files to change (reply with SEARCH/REPLACE blocks)")
+            parts += [render_port_file(p, c) for p, c in large.items()]
+        if error_context:
+            parts.append(f"## Previous execution error\n```\n{error_context}\n```")
+        parts += ["## Instruction\n" + instruction, GUIDELINES, port_reply_format(bool(small), bool(large))]
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+    def _strict_messages(self, instruction: str, files: dict[str, str], error_context: str) -> list[dict[str, str]]:
         metric = self.session.task.metric
         parts = [
             "## Task\n" + task_context(self.session),
@@ -82,24 +160,65 @@ class CodeEditor:
         ]
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
+    # -- the call -------------------------------------------------------------------------------
     def request(self, instruction: str, files: dict[str, str] | None = None, *, error_context: str = "",
                 purpose: str = "edit") -> EditReply:
-        """One LLM call; ``files`` is what the model sees and edits (default: the current files)."""
+        """One LLM call; ``files`` is what the model sees and edits (default: the current files). A call
+        that fails after its retries is a reply without edits (the port's "LLM call failed")."""
         files = self.session.files if files is None else files
-        reply = self.session.llm.complete(self.messages(instruction, files, error_context),
-                                          temperature=self.temperature, max_output_tokens=self.max_output_tokens,
-                                          purpose=purpose)
-        parsed = parse_reply(reply.text, files)
-        error = "" if parsed.edits else "no usable code in the reply: " + parsed.error
-        if error and reply.finish_reason == "length":
-            error += f" (the reply was cut at {self.max_output_tokens} tokens)"
-        return EditReply(parsed.plan, parsed.edits, error, reply.finish_reason)
+        try:
+            reply = self.session.llm.complete(self.messages(instruction, files, error_context),
+                                              temperature=self.temperature, max_output_tokens=self.max_output_tokens,
+                                              purpose=purpose)
+        except LLMCallError as exc:
+            return EditReply("", [], f"LLM call failed: {exc}", None, call_failed=True)
+        return self.read(reply.text, files, reply.finish_reason)
 
+    def read(self, text: str, files: dict[str, str], finish_reason: str | None = None) -> EditReply:
+        """A reply's edits of ``files``, read the way this editor's mode asks for them."""
+        parsed = parse_reply(text, files) if self.mode == "strict" else parse_port_reply(text, files)
+        error = "" if parsed.edits else "no usable code in the reply: " + parsed.error
+        if error and finish_reason == "length":
+            error += f" (the reply was cut at {self.max_output_tokens} tokens)"
+        return EditReply(parsed.plan, parsed.edits, error, finish_reason, tuple(parsed.problems), text)
+
+    # -- applying -------------------------------------------------------------------------------
     def apply(self, reply: EditReply) -> EditResult:
-        """Apply the reply's edits to the workspace (all or nothing)."""
+        """Apply the reply's edits to the workspace: the port's way (each on its own), or all or nothing."""
         if not reply.edits:
             return EditResult(applied=False, error=reply.error)
-        return self.session.edit(reply.edits)
+        return self.apply_edits(reply.edits, reply.problems)
+
+    def apply_edits(self, edits: list[Edit], problems: tuple[str, ...] = ()) -> EditResult:
+        if not edits:
+            return EditResult(applied=False, error="the edit contains no file changes")
+        if self.mode == "strict":
+            return self.session.edit(edits)
+        done = apply_each(self.session.files, edits)
+        skipped = [*problems, *done.skipped]
+        if not done.written:
+            return EditResult(applied=False, error="no block applied: " + "; ".join(skipped))
+        result = self.session.edit([WholeFile(path, done.files[path]) for path in done.written])
+        if not result.applied:
+            return result
+        note = f"applied in part; skipped: {'; '.join(skipped)}" if skipped else ""
+        return EditResult(applied=True, changed=result.changed, error=note)
+
+
+def port_reply_format(small: bool, large: bool) -> str:
+    """The port's output-format section (code_editor.py 255-289): the forms for the files shown whole and
+    for the large ones, then its three rules."""
+    sections = ["## Reply format"]
+    if small:
+        sections.append("For a file shown whole, reply with the complete changed file in this form:\n"
+                        "### FILE: <path>\n```python\n<the complete file>\n```")
+    if large:
+        sections.append("For a large file, reply with only the changed parts, as SEARCH/REPLACE blocks:\n"
+                        "### FILE: <path>\n<<<<<<< SEARCH\n<the existing lines, copied exactly>\n=======\n"
+                        "<their replacement>\n>>>>>>> REPLACE\n\nOne file may take several SEARCH/REPLACE blocks.")
+    sections.append("Rules:\n- Write each path exactly as shown above.\n- All code must be valid Python.\n"
+                    "- Write no explanations outside this format.")
+    return "\n\n".join(sections)
 
 
 def restore(session: Session, files: dict[str, str]) -> None:

@@ -20,7 +20,12 @@ whole; larger ones are changed with SEARCH/REPLACE blocks::
 
 Models drift from any format, so the parser also takes the path from a comment on the block's first
 line or from the line just before the fence, takes SEARCH/REPLACE blocks outside fences, and falls back
-to the only editable file a block can belong to.
+to the only editable file a block can belong to. That is the ``strict`` editor's format.
+
+The FML-bench port's shared editor (the default) asks for and reads its own format (code_editor.py
+355-395), and only that: a file is ``### FILE: <path>`` on one line, then a fence opened with ```python
+(or a bare fence) holding the whole file; a SEARCH/REPLACE block is ``### FILE: <path>`` directly followed
+by its ``<<<<<<< SEARCH`` line, one header per block. ``parse_port_reply`` reads it the same way.
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ def language(path: str) -> str:
 
 
 def uses_search_replace(content: str) -> bool:
-    return content.count("\n") + 1 > WHOLE_FILE_MAX_LINES
+    """Beyond the port's threshold: more than 500 newlines (a 500-line file is still rewritten whole)."""
+    return content.count("\n") > WHOLE_FILE_MAX_LINES
 
 
 def render_files(files: dict[str, str]) -> str:
@@ -100,8 +106,64 @@ def reply_format(files: dict[str, str]) -> str:
 
 
 def tail(text: str, chars: int = ERROR_TAIL_CHARS) -> str:
+    """The last ``chars`` characters, marked with a leading '...' when cut (the ports' _truncate_error)."""
     text = text or ""
     return text if len(text) <= chars else "..." + text[-chars:]
+
+
+# -- the port's editor format ----------------------------------------------------------------------
+_PORT_WHOLE = re.compile(r"### FILE:\s*(\S+)\s*\n```(\w*)\s*\n(.*?)```", re.DOTALL)
+_PORT_BLOCK = re.compile(r"### FILE:\s*(\S+)\s*\n<<<<<<< SEARCH\n(.*?)\n=======\n(.*?)\n>>>>>>> REPLACE", re.DOTALL)
+
+
+def fence_language(path: str) -> str:
+    """The fence the port's prompt opens a file with: python for Python (the port's only kind of file)."""
+    return language(path) or "python"
+
+
+def render_port_file(path: str, content: str) -> str:
+    return f"### FILE: {path}\n```{fence_language(path)}\n{content}\n```"
+
+
+def port_path(name: str, editable: list[str]) -> str | None:
+    """The editable file a reply's path names, as the port resolves it (code_editor.py 439-465): the
+    path itself, else the first editable file with the same base name or ending in it."""
+    if name in editable:
+        return name
+    clean = name.strip().rstrip("/")
+    for path in editable:
+        if PurePosixPath(path).name == PurePosixPath(clean).name or path.endswith(clean):
+            return path
+    return None
+
+
+def parse_port_reply(text: str, files: dict[str, str]) -> ParsedReply:
+    """A reply in the port's format: every whole file first, then every SEARCH/REPLACE block, each in
+    reply order (the order the port applies them in). A whole file's trailing newlines are dropped, as
+    the port writes it. A path naming no editable file, or a fence in another language than Python or the
+    file's own, is a problem and no edit; the plan is the prose before the first ``### FILE:``."""
+    editable = list(files)
+    text = text or ""
+    edits: list[Edit] = []
+    problems: list[str] = []
+    for name, lang, body in _PORT_WHOLE.findall(text):
+        path = port_path(name, editable)
+        if path is None:
+            problems.append(f"{name} is not an editable file (editable: {', '.join(editable)})")
+        elif lang not in ("", "python", language(path)):
+            problems.append(f"{path}: a ```{lang} fence (the file must be in a ```python or bare fence)")
+        else:
+            edits.append(WholeFile(path, body.rstrip("\n")))
+    for name, search, replace in _PORT_BLOCK.findall(text):
+        path = port_path(name, editable)
+        if path is None:
+            problems.append(f"{name} is not an editable file (editable: {', '.join(editable)})")
+        else:
+            edits.append(SearchReplace(path, search, replace))
+    if not edits and not problems:
+        problems.append("the reply holds no '### FILE: <path>' followed by a fenced file or a SEARCH/REPLACE block")
+    before = text.split("### FILE:", 1)[0]
+    return ParsedReply(_clean_plan(before.splitlines(), editable), edits, problems)
 
 
 def extract_json(text: str) -> dict | None:

@@ -4,7 +4,8 @@ As in SakanaAI's AI-Scientist (and FML-bench's port, which AI Scientist v2's por
 message shows the task, the code and every idea generated so far and asks for a new one as JSON (Name,
 Title, Experiment, Interestingness, Feasibility, Novelty, the ratings 1-10). Each reflection round, in
 the same conversation, asks the model to criticise and refine it; a reply containing "I am done" ends
-the rounds. A conversation whose reply holds no JSON object is a failed attempt; attempts are capped at
+the rounds. A conversation whose reply holds no JSON object, or one of whose calls fails after its
+retries, is a failed attempt; attempts are capped at
 twice the number of ideas wanted. No literature search: FML-bench forbids the novelty check (external
 knowledge). These calls cost no step.
 
@@ -18,6 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..llm.errors import LLMCallError
 from ..session import Session
 from .prompting import extract_json, render_files
 
@@ -126,19 +128,22 @@ class IdeaGenerator:
         while not self.exhausted:
             self.attempts += 1
             history: list[dict[str, str]] = []
-            text = self._ask(history, first_prompt(task_text, code, self._archive, self.num_reflections), "idea")
-            idea_json = extract_json(text)
             rounds, converged, thoughts = 1, False, []
-            for j in range(self.num_reflections - 1):
-                if idea_json is None:
-                    break
-                text = self._ask(history, reflection_prompt(j + 2, self.num_reflections), "idea_reflection")
+            try:
+                text = self._ask(history, first_prompt(task_text, code, self._archive, self.num_reflections), "idea")
                 idea_json = extract_json(text)
-                thoughts.append(_thought(text))
-                rounds += 1
-                if DONE_MARKER in text:
-                    converged = True
-                    break
+                for j in range(self.num_reflections - 1):
+                    if idea_json is None:
+                        break
+                    text = self._ask(history, reflection_prompt(j + 2, self.num_reflections), "idea_reflection")
+                    idea_json = extract_json(text)
+                    thoughts.append(_thought(text))
+                    rounds += 1
+                    if DONE_MARKER in text:
+                        converged = True
+                        break
+            except LLMCallError:
+                continue  # a call that fails after its retries drops the conversation, as the port's does
             if idea_json is None:
                 self._last_reply = text
                 continue  # the port drops the whole conversation when any reply holds no JSON

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .diff import NO_SEEDS, RULE, Comparison, Delta, TaskComparison
+from ..reports.text import print_whole
 
 
 def _num(value: float, digits: int = 3, signed: bool = False) -> str:
@@ -61,7 +62,7 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
         table.add_row(t.solver, t.task, _seeds(t), _old_new(t.ni), _pm(t.ni.delta, t.ni.sem, signed=True),
                       _old_new(t.test), f"{_pm(t.test.delta, t.test.sem, signed=True)} {t.metric} {arrow}",
                       noise(t), *gate)
-    console.print(table)
+    print_whole(console, table)
     for name, only in (("OLD", comparison.only_old), ("NEW", comparison.only_new)):
         if only:
             console.print(f"only in {name} ({comparison.old_label if name == 'OLD' else comparison.new_label}): "

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NoReturn
 
 import tenacity
 
@@ -45,6 +46,8 @@ class LLMClient:
         self._seen: Counter[str] = Counter()
         self._spent = Usage()
         self._sink: Callable[[Usage], None] | None = None
+        self._on_failure: Callable[[LLMCallError], None] | None = None
+        self.failed_calls = 0  # calls that failed for good (after their retries), replayed ones included
         self._jitter = random.Random()
 
     @property
@@ -64,21 +67,37 @@ class LLMClient:
         """Where each call's usage goes: the session charges it to the next step's record."""
         self._sink = sink
 
+    def bind_failures(self, sink: Callable[[LLMCallError], None]) -> None:
+        """Told of each call that fails for good (the run record counts them)."""
+        self._on_failure = sink
+
     def complete(self, messages: Iterable[Mapping[str, str]], *, temperature: float | None = None,
                  max_output_tokens: int = 4096, purpose: str = "") -> Reply:
-        """One chat completion. Raises RunStopped once a budget is exceeded, LLMCallError if it cannot succeed."""
+        """One chat completion. Raises RunStopped once a budget is exceeded, LLMCallError if it cannot succeed
+        (retries exhausted, or an error not worth retrying); the agent decides what a failed call becomes."""
         self._check_budget()
         request = Request(_normalise(messages), max_output_tokens, temperature)
         key = request_key(self.provider, self.model, request)
         n = self._seen[key]
         self._seen[key] += 1
         cached = self.ledger.lookup(key, n) if self.ledger is not None else None
+        if cached is not None and cached.get("error"):
+            failure = cached["error"]
+            self._failed(LLMCallError(str(failure.get("message", "")), status=failure.get("status"),
+                                      kind=str(failure.get("kind", "error"))))
         if cached is not None:
             reply = Reply(cached["text"], Usage.model_validate(cached["usage"]), cached.get("finish_reason"), True)
         else:
             started = time.monotonic()
-            # the local model samples; seeding it from the request keeps a run reproducible
-            completion = self._with_retries(replace(request, seed=int(key[:8], 16) + n))
+            try:
+                # the local model samples; seeding it from the request keeps a run reproducible
+                completion = self._with_retries(replace(request, seed=int(key[:8], 16) + n))
+            except LLMCallError as exc:
+                if self.ledger is not None:
+                    self.ledger.append_failure(key=key, n=n, provider=self.provider, model=self.model,
+                                               purpose=purpose, request=request, message=str(exc), status=exc.status,
+                                               kind=exc.kind, latency_s=time.monotonic() - started)
+                self._failed(exc)
             usage = self.prices.usage(self.provider, self.model, input_tokens=completion.input_tokens,
                                       output_tokens=completion.output_tokens, cached_tokens=completion.cached_tokens,
                                       tokens_known=completion.tokens_known)
@@ -95,6 +114,13 @@ class LLMClient:
                   " (replayed)" if reply.replayed else "", reply.usage.input_tokens, reply.usage.cached_tokens,
                   reply.usage.output_tokens, cost)
         return reply
+
+    def _failed(self, exc: LLMCallError) -> NoReturn:
+        self.failed_calls += 1
+        log.warning("LLM call failed for good: %s", exc)
+        if self._on_failure is not None:
+            self._on_failure(exc)
+        raise exc
 
     def check_model(self) -> None:
         """A cheap request proving the key and the model; retried like any call."""

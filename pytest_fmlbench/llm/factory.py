@@ -39,7 +39,10 @@ def make_llm_factory(settings: LLMSettings) -> Callable[[RunRecord, Path], LLMCl
     """What the runner calls once per run (in whichever process runs it, xdist workers included)."""
 
     def factory(record: RunRecord, run_dir: Path) -> LLMClient:
-        return build_client(settings, run_dir)
+        client = build_client(settings, run_dir)
+        # the record counts the calls that failed for good; it is saved with the next step
+        client.bind_failures(lambda exc: setattr(record, "llm_failed_calls", record.llm_failed_calls + 1))
+        return client
 
     return factory
 

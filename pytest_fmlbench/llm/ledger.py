@@ -3,8 +3,9 @@
 A resumed run asks the same questions in the same order, so the n-th occurrence of a request (same
 provider, model, messages and parameters) gets the n-th reply recorded for it: identical replies, no
 second payment. Counting occurrences keeps a repeated prompt (a re-draft after failures) from being
-answered with the very same reply, as a live provider would not. The file holds prompts and replies,
-never keys.
+answered with the very same reply, as a live provider would not. A call that failed for good (after its
+retries) is kept too, with its error instead of a reply, and fails again on replay: the resumed agent
+takes the same fallback it took. The file holds prompts and replies, never keys.
 """
 
 from __future__ import annotations
@@ -57,6 +58,20 @@ class Ledger:
             "purpose": purpose, "latency_s": round(latency_s, 3), "usage": usage.model_dump(),
             "finish_reason": finish_reason, "request": asdict(request), "text": text,
         }
+        self._write(key, n, entry)
+
+    def append_failure(self, *, key: str, n: int, provider: str, model: str, purpose: str, request: Request,
+                       message: str, status: int | None, kind: str, latency_s: float) -> None:
+        """A call that failed for good: no reply, no usage, the error a replay raises again."""
+        entry = {
+            "key": key, "n": n, "at": now().isoformat(), "provider": provider, "model": model,
+            "purpose": purpose, "latency_s": round(latency_s, 3), "usage": Usage().model_dump(),
+            "finish_reason": None, "request": asdict(request), "text": "",
+            "error": {"message": message, "status": status, "kind": kind},
+        }
+        self._write(key, n, entry)
+
+    def _write(self, key: str, n: int, entry: dict[str, Any]) -> None:
         self._entries[(key, n)] = entry
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as fh:

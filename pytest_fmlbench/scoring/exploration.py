@@ -20,6 +20,7 @@ are, Reach and Effective dimension promote to float64.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -161,12 +162,14 @@ class TransformerEncoder:
             from transformers import AutoModel, AutoTokenizer
         except ImportError as exc:
             raise EncoderUnavailable(f"encoder {self.name}: needs torch and transformers ({exc})") from None
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
-        self._model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
+        with _quiet_transformers():
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
+            self._model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
 
     def _chunks(self, text: str) -> list[list[int]]:
         tok = self._tokenizer
-        tokens = tok.tokenize(text)
+        with _quiet_transformers():  # a long text is cut into chunks below: its length warning is noise
+            tokens = tok.tokenize(text)
         eos = tok.eos_token or tok.sep_token
         return [tok.convert_tokens_to_ids([tok.cls_token, *tokens[i:i + CHUNK_TOKENS], eos])
                 for i in range(0, len(tokens), CHUNK_TOKENS)]
@@ -197,6 +200,23 @@ class TransformerEncoder:
             stacked = torch.from_numpy(np.stack([self._chunk_memo[tuple(ids)] for ids in chunks]))
             vectors.append(stacked.sum(dim=0).numpy().astype(np.float32))
         return vectors
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' weight-loading bar and its warnings (a long text's token count) stay out of the
+    session's summary and of CI logs; what the caller had set is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 def graphcodebert_dir(path: str | os.PathLike | None = None) -> Path | None:

@@ -34,7 +34,7 @@ LATE_GAIN_EPS = 1e-12
 
 EXPLORATION = ("spread", "uniqueness", "reach", "effective_dim")
 PROCESS_COLUMNS = (
-    *EXPLORATION, "val_test_gap", "valid_step_ratio", "auc_steps", "first_improvement_step",
+    *EXPLORATION, "val_test_gap", "valid_step_ratio", "llm_failed_calls", "auc_steps", "first_improvement_step",
     "late_gain_fraction", "best_improvement_step", "tokens_m", "wall_clock_h", "cost_usd",
 )
 
@@ -165,7 +165,9 @@ def score_run(run: RunInput) -> dict[str, float | str]:
         "best_val": best_val if best_val is not None else NAN,
         "raw_test": raw if raw is not None else NAN,
         "note": note(run), "ni": ni, "ni_val": ni_val,
-        "val_test_gap": gap, "valid_step_ratio": valid_ratio, "auc_steps": auc,
+        "val_test_gap": gap, "valid_step_ratio": valid_ratio,
+        # beyond the original's twelve: LLM calls that failed for good (NaN for the original's results)
+        "llm_failed_calls": run.failed_calls if run.failed_calls is not None else NAN, "auc_steps": auc,
         "first_improvement_step": first, "late_gain_fraction": late, "best_improvement_step": best_step,
         "tokens_m": run.tokens / 1e6 if run.tokens is not None else NAN,
         "wall_clock_h": run.wall_s / 3600.0 if run.wall_s is not None else NAN,

@@ -47,6 +47,8 @@ class RunInput:
     tokens: float | None = None
     wall_s: float | None = None
     cost_usd: float | None = None
+    # LLM calls that failed for good (None where the source does not say: the original's results)
+    failed_calls: float | None = None
     labels: list[str] = field(default_factory=list)
     tested_baseline: bool = False
     source: str = ""
@@ -116,7 +118,7 @@ def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None
         steps=[StepView(s.success, s.metric) for s in steps], total_steps=record.steps_used,
         best_val=record.best_val, test=record.test_metric, test_reason=test_reason(record),
         tokens=float(record.usage.total_tokens), wall_s=record.wall_clock_s, cost_usd=record.usage.cost_usd,
-        labels=labels(record),
+        failed_calls=float(record.llm_failed_calls), labels=labels(record),
         tested_baseline=record.test_on_baseline, source=str(run_dir or ""),
         snapshot_key=snapshot_key,
         load_snapshots=load_snapshots if store is not None and steps else None,

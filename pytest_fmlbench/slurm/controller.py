@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,11 @@ from .registry import JobRegistry
 POLL_S = 1.0
 # a job seen in a final state without a result gets this long for its result file to appear (shared filesystems lag)
 RESULT_GRACE_S = 10.0
+# a job in a state in which Slurm will not run it by itself (held, a dependency that can never be met, no
+# node that can run it): reported once it lasts this long (a requeue passes through such states) ...
+STUCK_REPORT_S = 3.0
+# ... and its item fails once it lasts this long (a job Slurm held is first released, once, when a node can run it)
+STUCK_GRACE_S = 20.0
 
 
 class SlurmDetached(Exception):
@@ -47,6 +53,9 @@ class SlurmController:
         self.items: dict[str, str] = {}  # run id -> item name
         self.attached: set[str] = set()
         self.state: dict[str, str] = {}  # job id -> state
+        self.info: dict[str, cluster.JobInfo] = {}  # job id -> what scontrol said last
+        self.watchdog = Watchdog()  # jobs that will not run by themselves
+        self.notices: list[str] = []  # lines for the terminal, written by the main thread while items wait
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.watcher: threading.Thread | None = None
@@ -67,7 +76,8 @@ class SlurmController:
         self.folder.mkdir(parents=True, exist_ok=True)
         registry = JobRegistry(self.folder)
         known = registry.load()
-        alive = cluster.states(sorted(set(known.values())))
+        alive = cluster.jobs(sorted(set(known.values())))
+        dropped: list[str] = []
         executor = self._executor()
         try:
             for item in items:
@@ -76,10 +86,15 @@ class SlurmController:
                 if not self.bench.settings.fresh and _final(run_dir, self.bench.settings.budget):
                     continue  # collected from its record, locally
                 job_id = known.get(run_id)
-                if job_id and alive.get(job_id) in cluster.ACTIVE:
-                    self.jobs[run_id] = submitit.SlurmJob(folder=self.folder, job_id=job_id)
-                    self.attached.add(run_id)
-                    continue
+                if job_id and job_id in alive and alive[job_id].state in cluster.ACTIVE:
+                    held = cluster.stuck(alive[job_id], None)
+                    if held is None or held.kind == cluster.NO_NODE:
+                        self.jobs[run_id] = submitit.SlurmJob(folder=self.folder, job_id=job_id)
+                        self.attached.add(run_id)
+                        continue
+                    # held or never to run: a new job resumes the run from its recorded steps instead
+                    cluster.cancel([job_id])
+                    dropped.append(f"{job_id} ({alive[job_id].state}, {alive[job_id].reason}: {held.why})")
                 executor.update_parameters(**self._request(item))
                 with _interrupt_deferred():
                     job = executor.submit(ItemJob(self._spec(item)))
@@ -92,6 +107,9 @@ class SlurmController:
             self.state.update(cluster.states([job.job_id for job in self.jobs.values()]))
         self._write_live()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and dropped:
+            reporter.write_line(f"[fmlbench] slurm: cancelled recorded job(s) that would not run by themselves, "
+                                f"submitted afresh: {'; '.join(dropped)}", yellow=True)
         if reporter is not None and self.config.get_verbosity() >= 0:
             submitted = len(self.jobs) - len(self.attached)
             reporter.write_line(f"[fmlbench] slurm: submitted {submitted} job(s), re-attached to "
@@ -156,16 +174,21 @@ class SlurmController:
     def _wait(self, job: submitit.SlurmJob) -> dict:
         terminal_since = None
         while True:
+            self._write_notices()
             if job.paths.result_pickle.exists():
                 outcome, value = pickle_load(job.paths.result_pickle)
                 if outcome == "success":
                     return value
                 last = str(value).strip().splitlines()[-1] if str(value).strip() else "no traceback"
                 raise RunError(f"Slurm job {job.job_id} FAILED: {last} (log: {job.paths.stderr})")
+            if self.watcher is None or not self.watcher.is_alive():
+                self._poll([job.job_id])
+                self._write_notices()
             with self.lock:
                 state = self.state.get(job.job_id)
-            if self.watcher is None or not self.watcher.is_alive():
-                state = cluster.states([job.job_id])[job.job_id]
+            dead = self.watchdog.dead.get(job.job_id)
+            if dead:
+                raise RunError(dead)
             if state is not None and state not in cluster.ACTIVE:
                 terminal_since = terminal_since or time.monotonic()
                 if time.monotonic() - terminal_since > RESULT_GRACE_S:
@@ -175,14 +198,54 @@ class SlurmController:
                 terminal_since = None
             time.sleep(POLL_S / 2)
 
+    def _write_notices(self) -> None:
+        """Lines about jobs that will not run by themselves: from the main thread, shown also under -q."""
+        with self.lock:
+            lines, self.notices[:] = list(self.notices), []
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            if reporter is not None:
+                reporter.ensure_newline()
+                reporter.write_line(line, yellow=True)
+                reporter.flush()
+            else:
+                print(line, file=sys.stderr, flush=True)
+
+    # ---- jobs that will not run by themselves
+    def _poll(self, job_ids: list[str]) -> None:
+        """Job states; a job in a state in which Slurm will not run it is reported, released or given up."""
+        found = cluster.jobs(job_ids)
+        waiting = any(info.state in cluster.WAITING for info in found.values())
+        partition_nodes = cluster.nodes() if waiting else None
+        now = time.monotonic()
+        with self.lock:
+            self.state.update({jid: info.state for jid, info in found.items()})
+            self.info.update(found)
+        for jid, info in found.items():
+            if jid in self.cancelled:
+                continue
+            job = next((j for j in self.jobs.values() if j.job_id == jid), None)
+            for line in self.watchdog.check(info, partition_nodes, now, name=self._name(jid),
+                                            log=str(job.paths.stderr) if job is not None else "?"):
+                self._notice(line)
+            if jid in self.watchdog.dead:
+                with self.lock:
+                    self.cancelled.append(jid)
+
+    def _name(self, job_id: str) -> str:
+        run_id = next((r for r, j in self.jobs.items() if j.job_id == job_id), None)
+        return self.items.get(run_id, f"job {job_id}") if run_id else f"job {job_id}"
+
+    def _notice(self, line: str) -> None:
+        with self.lock:
+            self.notices.append(line)
+
     # ---- job states for the live display
     def _watch(self) -> None:
         while not self.stop.wait(POLL_S):
             try:
                 pending = [j.job_id for j in self.jobs.values() if not j.paths.result_pickle.exists()]
-                found = cluster.states(pending)
-                with self.lock:
-                    self.state.update(found)
+                self._poll(pending)
                 self._write_live()
             except Exception:  # a display thread must never end the session
                 continue
@@ -192,7 +255,11 @@ class SlurmController:
         folder.mkdir(parents=True, exist_ok=True)
         for run_id, job in self.jobs.items():
             done = job.paths.result_pickle.exists()
-            state = "done" if done else self.state.get(job.job_id, "?")
+            with self.lock:
+                state = "done" if done else self.state.get(job.job_id, "?")
+                info = self.info.get(job.job_id)
+            if not done and info is not None and self.watchdog.reported(job.job_id):
+                state = f"{state} ({info.reason})"  # e.g. PENDING (JobHeldAdmin)
             path = folder / f"{run_id}.json"
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text(json.dumps({"item": self.items.get(run_id, run_id), "job_id": job.job_id,
@@ -222,6 +289,71 @@ class SlurmController:
             self.watcher.join(timeout=5)
         if not self.slurm.detach:
             self._write_live()
+
+
+@dataclass
+class _Stuck:
+    kind: str  # cluster.SLURM_HELD, HELD, NEVER or NO_NODE
+    since: float
+    reported: bool = False
+
+
+class Watchdog:
+    """Jobs in a state in which Slurm will not run them by itself (held, a dependency that can never be met,
+    no node that can run them): each is reported in one line once the state lasts STUCK_REPORT_S; a job
+    that Slurm itself held after a failed launch is released, at most once, when a node can run it; any
+    other such job (or one held again after its release) is cancelled once the state lasts STUCK_GRACE_S,
+    and its item fails with the reason, so that the same command resumes the run in a new job.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, _Stuck] = {}
+        self.released: set[str] = set()
+        self.dead: dict[str, str] = {}  # job id -> its item's failure (the job was cancelled)
+
+    def reported(self, job_id: str) -> bool:
+        seen = self.seen.get(job_id)
+        return job_id in self.dead or (seen is not None and seen.reported)
+
+    def check(self, info: cluster.JobInfo, partition_nodes, now: float, name: str, log: str) -> list[str]:
+        """One look at one job; returns the lines to show."""
+        jid = info.job_id
+        why = cluster.stuck(info, partition_nodes)
+        if jid in self.dead or why is None:
+            self.seen.pop(jid, None)
+            return []
+        seen = self.seen.get(jid)
+        if seen is None or seen.kind != why.kind:
+            seen = self.seen[jid] = _Stuck(why.kind, now)
+        lasted = now - seen.since
+        if lasted < STUCK_REPORT_S:
+            return []
+        what = f"Slurm job {jid} is {info.state} ({info.reason}): {self._why(jid, why)}"
+        if why.kind == cluster.SLURM_HELD and jid not in self.released and why.node_usable is not False:
+            # Slurm held it after a failed launch and a node can run it (again): released, once
+            if cluster.release(jid):
+                self.released.add(jid)
+                self.seen.pop(jid, None)
+                return [f"[fmlbench] {name}: {what}; released it (once), a node of its partition can run it"]
+        lines = []
+        if not seen.reported:
+            seen.reported = True
+            left = max(0, math.ceil(STUCK_GRACE_S - lasted))
+            lines.append(f"[fmlbench] {name}: {what}; it will not run by itself: the item fails in {left} s "
+                         "unless its state changes")
+        if lasted >= STUCK_GRACE_S:
+            cluster.cancel([jid])
+            self.dead[jid] = (f"{what}; it will not run by itself, so it was cancelled (log: {log}); run the same "
+                              "command again to resume from its recorded steps")
+        return lines
+
+    def _why(self, jid: str, why: cluster.Stuck) -> str:
+        text = why.why
+        if why.kind == cluster.SLURM_HELD and jid in self.released:
+            text += ", again after its one release"
+        if why.nodes and why.node_usable is False:
+            text += f" ({why.nodes})" if why.kind == cluster.NO_NODE else f"; no node can run it now ({why.nodes})"
+        return text
 
 
 def _make_interruptible() -> None:

@@ -1,6 +1,6 @@
 """A scripted 'model' for the agents that use the ports' shared editor, on the toy task.
 
-It tells the calls apart by their prompts: an edit request shows '## Files you may change'; an idea
+It tells the calls apart by their prompts: an edit request shows the files to change; an idea
 request asks for the next experimental idea; MCTS asks for an analysis. An edit carries out an outcome:
 for an idea-driven agent the idea itself names it ('IDEA: epochs=40'), otherwise the next one of
 ``edits``. Outcomes, comma-joined: 'lr=X' / 'epochs=N' (set in the shown config.json), 'bug' (an
@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from llm.fake_llm import Say, Seen
+from llm.toy_coder import file_block, shown_file
 
 TOY = Path(__file__).parents[1] / "data" / "toy_task"
 GOOD_ALGO = (TOY / "workspace" / "algorithm.py").read_text()
@@ -26,9 +27,13 @@ BROKEN_ALGO = (
 )
 
 
+# the shared editor's file sections: the port's (small and large files) and the strict editor's
+EDIT_HEADINGS = ("Files to change", "Large files to change", "Files you may change")
+
+
 def kind_of(seen: Seen) -> str:
     prompt = seen.prompt
-    if "## Files you may change" in prompt:
+    if any(f"## {heading}" in prompt for heading in EDIT_HEADINGS):
         return "edit"
     if "Analyse these ML experiment results" in prompt:
         return "analysis"
@@ -42,8 +47,7 @@ def instruction_of(prompt: str) -> str:
 
 
 def shown_config(prompt: str) -> dict:
-    match = re.search(r"```json config\.json\n(.*?)\n```", prompt, re.DOTALL)
-    return json.loads(match.group(1))
+    return json.loads(shown_file(prompt, "config.json"))
 
 
 def edit_reply(outcome: str, prompt: str) -> str:
@@ -52,11 +56,11 @@ def edit_reply(outcome: str, prompt: str) -> str:
         if part == "nocode":
             return "I would rather not change anything."
         if part in ("bug", "fix"):
-            blocks.append(f"```python algorithm.py\n{BROKEN_ALGO if part == 'bug' else GOOD_ALGO}```")
+            blocks.append(file_block("algorithm.py", BROKEN_ALGO if part == "bug" else GOOD_ALGO))
         else:
             key, value = part.split("=")
             config[key] = float(value) if key == "lr" else int(value)
-    blocks.append(f"```json config.json\n{json.dumps(config)}\n```")
+    blocks.append(file_block("config.json", json.dumps(config)))
     return f"Plan: {outcome}.\n\n" + "\n\n".join(blocks)
 
 

@@ -10,8 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from llm.fake_llm import Fail
-from llm.fixtures import TOY, api_keys, fake_llm, run_agent  # noqa: F401 (fixtures)
+from llm.fixtures import TOY, api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401 (fixtures)
 from scripted_coder import ScriptedCoder, kind_of
 
 from pytest_fmlbench.agentkit import load_agent_class
@@ -193,13 +192,9 @@ def test_rule_prompts_reach_the_model_and_a_killed_run_resumes_with_the_same_dec
 
     coder = ScriptedCoder(ideas=list(ideas))
     outage = {"on": True}
-
-    def flaky(seen):
-        if outage["on"] and kind_of(seen) == "edit" and coder.asked["edit"] >= 4:
-            return Fail(400, "account suspended")  # not retryable: the run crashes in phase 2
-        return coder(seen)
-
-    fake_llm.responder = flaky
+    # the run is killed in phase 2, before its fifth edit call
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and kind_of(seen) == "edit" and coder.asked["edit"] >= 4)
+    fake_llm.responder = coder
     with pytest.raises(RunError):
         run_agent("adaptive-search", steps=6, options=options, seed=2)
     outage["on"] = False

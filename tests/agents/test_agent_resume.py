@@ -1,7 +1,8 @@
 """Every LLM agent, killed midway, resumes with the decisions an uninterrupted run takes.
 
-A run is cut by a provider error that is not retried (the run crashes, as a killed process would leave
-it: the steps so far in steps.jsonl, the calls so far in llm_calls.jsonl). The resumed run rebuilds the
+A run is killed just before an LLM call (as a killed process leaves it: the steps so far in steps.jsonl,
+the calls so far in llm_calls.jsonl; a provider error no longer ends a run, the agents go on with what
+their ports make of a failed call). The resumed run rebuilds the
 agent's state from the recorded steps and the replayed LLM ledger; its steps (actions, parents, ideas,
 plans, metrics, search state in ``extra``, the code each step ran) must equal those of a run of the same
 seed that was never interrupted, and no recorded call may be paid for again.
@@ -12,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llm.fake_llm import Fail
-from llm.fixtures import TOY, api_keys, fake_llm, llm_settings  # noqa: F401 (fixtures)
+from llm.fixtures import TOY, api_keys, fake_llm, kill_at_call, llm_settings  # noqa: F401 (fixtures)
 from llm.toy_coder import ToyCoder
 from scripted_coder import ScriptedCoder
 from test_ai_scientist_v1 import ToyScientist
@@ -59,28 +59,29 @@ def decisions(outcome) -> list[tuple]:
 
 
 @pytest.mark.parametrize("agent, model, options", AGENTS, ids=[a[0] for a in AGENTS])
-def test_a_run_killed_midway_resumes_with_the_same_decisions(fake_llm, api_keys, tmp_path, agent, model,  # noqa: F811
-                                                             options):
+def test_a_run_killed_midway_resumes_with_the_same_decisions(fake_llm, api_keys, tmp_path, monkeypatch,  # noqa: F811
+                                                             agent, model, options):
     fake_llm.responder = model()
     whole = run(fake_llm, tmp_path / "whole", agent, options)
     reference = decisions(whole)
     calls = whole.record.usage.calls
     assert whole.record.status == "finished" and len(reference) == STEPS
 
-    scripted, sent, cut_at = model(), {"n": 0}, {}
+    scripted, cut_at = model(), {}
+    sent_before = len(fake_llm.completions)
 
     def recorded_steps() -> int:
         return sum(len(f.read_text().splitlines()) for f in (tmp_path / "cut").glob("runs/toy_task/*/steps.jsonl"))
 
-    def cut(seen):
-        sent["n"] += 1
-        # the first call once half the steps are recorded fails, not retried: the run dies there
+    def cut(seen) -> bool:
+        # the run dies just before its first call once half the steps are recorded
         if not cut_at and recorded_steps() >= STEPS // 2:
-            cut_at["n"] = sent["n"]
-            return Fail(400, "account suspended")
-        return scripted(seen)
+            cut_at["n"] = len(fake_llm.completions) - sent_before + 1  # the call that was never made
+            return True
+        return False
 
-    fake_llm.responder = cut
+    kill_at_call(monkeypatch, cut)
+    fake_llm.responder = scripted
     with pytest.raises(RunError):
         run(fake_llm, tmp_path / "cut", agent, options)
     (steps_file,) = (tmp_path / "cut").glob("runs/toy_task/*/steps.jsonl")
@@ -91,6 +92,6 @@ def test_a_run_killed_midway_resumes_with_the_same_decisions(fake_llm, api_keys,
     resumed = run(fake_llm, tmp_path / "cut", agent, options)
     assert resumed.record.status == "finished" and resumed.record.resumed_from_step == done
     assert decisions(resumed) == reference
-    # nothing recorded was asked again: the failed call and the calls after it are the only new ones
+    # nothing recorded was asked again: the call never made and the calls after it are the only new ones
     assert len(fake_llm.completions) - before == calls - (cut_at["n"] - 1)
     assert resumed.record.usage.calls == calls

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import load_record
-from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
-from llm.fake_llm import Fail, Say, Seen
-from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
+from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
+from llm.fake_llm import Say, Seen
+from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO, file_block
 from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
 from pytest_fmlbench.runner import RunError
 
@@ -90,9 +90,9 @@ class ToyScientist:
             algo = BROKEN_ALGO if outcome == "bug" else GOOD_ALGO
             config = {"lr": round(0.05 * (n + 1), 3), "epochs": 10 + 5 * n}
             done = "\nALL_COMPLETED" if outcome == "done" else ""
-            return Say(f"Run with lr {config['lr']}.{done}\n\n```python algorithm.py\n{algo}```\n\n"
-                       f"```json config.json\n{json.dumps(config)}\n```\n\n"
-                       f"```text notes.txt\n# Idea title: Idea number {idea}\nedit {n} of idea {idea}\n```")
+            return Say(f"Run with lr {config['lr']}.{done}\n\n{file_block('algorithm.py', algo)}\n\n"
+                       f"{file_block('config.json', json.dumps(config))}\n\n"
+                       + file_block("notes.txt", f"# Idea title: Idea number {idea}\nedit {n} of idea {idea}\n"))
         return Say("?")
 
 
@@ -225,16 +225,12 @@ def test_a_reply_without_code_still_runs_and_costs_its_step(run_v1, fake_llm):
     assert second.action == "improve" and second.edit_applied
 
 
-def test_resume_replays_ideas_and_steps(run_v1, fake_llm, tmp_path):
+def test_resume_replays_ideas_and_steps(run_v1, fake_llm, tmp_path, monkeypatch):
     model = ToyScientist(plans={1: ["ok", "bug", "ok"]})
     outage = {"on": True}
-
-    def flaky(seen):
-        if outage["on"] and kind_of(seen) == "fix":
-            return Fail(400, "account suspended")  # not retryable: the run crashes after step 2
-        return model(seen)
-
-    fake_llm.responder = flaky
+    # the run is killed after step 2, before its first fix call
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and kind_of(seen) == "fix")
+    fake_llm.responder = model
     options = dict(num_ideas=3, num_reflections=2, max_runs=3)
     with pytest.raises(RunError):
         run_v1(steps=5, **options)

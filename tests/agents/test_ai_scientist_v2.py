@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 from conftest import load_record
-from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
-from llm.fake_llm import Fail, Say, Seen
-from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
+from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
+from llm.fake_llm import Say, Seen
+from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO, file_block, shown_file
 from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
 from pytest_fmlbench.runner import RunError
 
@@ -39,8 +39,7 @@ def kind_of(seen: Seen) -> str:
 
 
 def config_shown(seen: Seen) -> dict:
-    return json.loads(re.search(r"```json config\.json\n(.*?)\n```", seen.body["messages"][-1]["content"],
-                                re.DOTALL).group(1))
+    return json.loads(shown_file(seen.body["messages"][-1]["content"], "config.json"))
 
 
 class ToyResearcher:
@@ -68,16 +67,16 @@ class ToyResearcher:
         if kind == "draft":
             algo = BROKEN_ALGO if self.drafts[i % len(self.drafts)] == "bug" else GOOD_ALGO
             lr = [0.05, 0.1, 0.2, 0.4][i % 4]
-            return Say(f"Sketch: logistic regression, lr {lr}.\n\n```python algorithm.py\n{algo}```\n\n"
-                       f"```json config.json\n{json.dumps({'lr': lr, 'epochs': 10})}\n```")
+            return Say(f"Sketch: logistic regression, lr {lr}.\n\n{file_block('algorithm.py', algo)}\n\n"
+                       + file_block("config.json", json.dumps({"lr": lr, "epochs": 10})))
         if kind == "debug":
-            return Say(f"Fix: restore fit.\n\n```python algorithm.py\n{GOOD_ALGO}```")
+            return Say(f"Fix: restore fit.\n\n{file_block('algorithm.py', GOOD_ALGO)}")
         if kind == "improve":
             config = config_shown(seen)
             config["epochs"] = int(config["epochs"]) + 10
             split = {"val_ratio": 0.25, "val_seed": i + 1}
-            return Say(f"Train for {config['epochs']} epochs.\n\n```json config.json\n{json.dumps(config)}\n```\n\n"
-                       f"```json split_config.json\n{json.dumps(split)}\n```")
+            return Say(f"Train for {config['epochs']} epochs.\n\n{file_block('config.json', json.dumps(config))}\n\n"
+                       + file_block("split_config.json", json.dumps(split)))
         return Say("?")
 
 
@@ -181,16 +180,12 @@ def test_options_are_typed_and_unknown_ones_named(run_v2):
         parse_agent_options(AGENT, ["num_stages=3"])
 
 
-def test_resume_replays_the_stages(run_v2, fake_llm, tmp_path):
+def test_resume_replays_the_stages(run_v2, fake_llm, tmp_path, monkeypatch):
     model = ToyResearcher(drafts=("ok", "bug"))
     outage = {"on": True}
-
-    def flaky(seen):
-        if outage["on"] and model.asked["analysis"] >= 5 and kind_of(seen) in ("improve", "debug", "draft"):
-            return Fail(400, "account suspended")
-        return model(seen)
-
-    fake_llm.responder = flaky
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and model.asked["analysis"] >= 5
+                 and kind_of(seen) in ("improve", "debug", "draft"))
+    fake_llm.responder = model
     with pytest.raises(RunError):
         run_v2(steps=10)
     (steps_file,) = tmp_path.glob("out/runs/toy_task/*/steps.jsonl")

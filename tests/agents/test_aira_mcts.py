@@ -4,8 +4,7 @@ import json
 import math
 
 import pytest
-from llm.fake_llm import Fail
-from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401 (fixtures)
+from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401 (fixtures)
 from scripted_coder import ScriptedCoder, kind_of
 
 from pytest_fmlbench.agentkit import load_agent_class
@@ -73,16 +72,18 @@ def test_uct_selection_and_backup_with_hand_computed_values(run_agent, fake_llm)
     # one edit and one analysis call per step, each analysis stored on its step
     assert coder.kinds() == ["edit", "analysis"] * 6
     assert all(s.analysis.startswith("The run ") for s in steps) and run.record.usage.calls == 12
-    # the debug prompt: the error tail once, the analysis of the buggy attempt
+    # the debug prompt, as the port's: the crash's whole stderr as the editor's error context, again (its
+    # first 1,500 characters) in the instruction's Error output section, after the buggy attempt's analysis
     debug_prompt = [p for k, p in coder.prompts if k == "edit"][4]
     error = debug_prompt.split("## Previous execution error\n```\n", 1)[1].split("\n```", 1)[0]
-    assert "RuntimeError: injected bug in fit" in error and len(error) <= 1503 and debug_prompt.count(error) == 1
-    assert "## Analysis of the buggy attempt\nThe run failed" in debug_prompt
+    assert error.startswith("Traceback") and error.rstrip().endswith("RuntimeError: injected bug in fit")
+    assert debug_prompt.count(error) == 2
+    assert f"## Analysis of the buggy attempt\nThe run failed; fix the bug.\n\n## Error output\n{error}" in debug_prompt
     improve_prompt = [p for k, p in coder.prompts if k == "edit"][2]
     assert "## Previous attempts summary\n- [Node 2] Action=draft" in improve_prompt
     assert run.record.agent_options == {"uct_c": 1.41, "num_children": 2, "max_debug_depth": 3,
-                                        "edit_temperature": None, "analysis_temperature": None,
-                                        "max_output_tokens": 16384}
+                                        "edit_temperature": None, "analysis_temperature": 0.75,
+                                        "max_output_tokens": 16384, "editor": "port"}
 
 
 @pytest.mark.parametrize("steps", [1, 3])
@@ -96,7 +97,7 @@ def test_never_exceeds_the_budget_and_ends_mid_debug_chain(run_agent, fake_llm, 
     assert coder.asked["edit"] == steps and coder.asked["analysis"] == steps
 
 
-def test_resume_after_a_crash_takes_the_same_decisions(run_agent, fake_llm, tmp_path):
+def test_resume_after_a_crash_takes_the_same_decisions(run_agent, fake_llm, tmp_path, monkeypatch):
     script = ["lr=0.5,epochs=10", "bug", "fix,epochs=40", "epochs=80", "epochs=160"]
     fake_llm.responder = ScriptedCoder(edits=list(script))
     whole = run_agent("aira-mcts", steps=5, seed=1)
@@ -104,13 +105,8 @@ def test_resume_after_a_crash_takes_the_same_decisions(run_agent, fake_llm, tmp_
 
     coder = ScriptedCoder(edits=list(script))
     outage = {"on": True}
-
-    def flaky(seen):
-        if outage["on"] and kind_of(seen) == "edit" and coder.asked["edit"] >= 2:
-            return Fail(400, "account suspended")  # not retryable: the run crashes
-        return coder(seen)
-
-    fake_llm.responder = flaky
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and kind_of(seen) == "edit" and coder.asked["edit"] >= 2)
+    fake_llm.responder = coder
     with pytest.raises(RunError):
         run_agent("aira-mcts", steps=5, seed=2)
     (steps_file,) = tmp_path.glob("out/runs/toy_task/aira-mcts*seed2*/steps.jsonl")

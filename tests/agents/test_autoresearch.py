@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from llm.fake_llm import Fail
-from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401 (fixtures)
+from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401 (fixtures)
+from llm.toy_coder import shown_file
 from scripted_coder import BROKEN_ALGO, GOOD_ALGO, ScriptedCoder, kind_of
 
 from pytest_fmlbench.runner import RunError
@@ -53,13 +53,15 @@ def test_a_crash_gets_debug_retries_until_three_crashes_in_a_row_then_the_idea_i
     # a fixed crash ends the chain and is judged like any run
     assert chain[4]["decision"] == "crash" and steps[5].success and chain[5]["decision"] in ("keep", "discard")
     assert steps[5].idea.startswith("[debug retry] IDEA: bug")
-    # a debug retry is one editor call (no idea call), with the error tail once and the intended idea
+    # a debug retry is one editor call (no idea call), with the intended idea and the crash's stderr tail,
+    # twice as the port shows it: in the instruction's Error section and as the editor's error context
     assert coder.kinds() == ["idea", "edit", "edit", "edit", "idea", "edit", "idea", "edit", "edit", "idea", "edit"]
     debug_prompt = [p for k, p in coder.prompts if k == "edit"][1]
     error = debug_prompt.split("## Previous execution error\n```\n", 1)[1].split("\n```", 1)[0]
-    assert "RuntimeError: injected bug in fit" in error and debug_prompt.count(error) == 1
+    assert error.startswith("Traceback") and error.rstrip().endswith("RuntimeError: injected bug in fit")
+    assert debug_prompt.count(error) == 2 and f"## Error\n```\n{error}\n```" in debug_prompt
     assert "The intended change was:\nIDEA: bug" in debug_prompt
-    assert f"```python algorithm.py\n{shown.rstrip()}\n```" in debug_prompt
+    assert shown_file(debug_prompt, "algorithm.py").rstrip() == shown.rstrip()
 
 
 @pytest.mark.parametrize("steps", [1, 2])
@@ -72,20 +74,15 @@ def test_never_exceeds_the_budget_and_spends_no_call_on_a_step_it_cannot_run(run
     assert coder.kinds() == ["idea", "edit"] * steps
 
 
-def test_resume_after_a_crash_takes_the_same_decisions(run_agent, fake_llm, tmp_path):
+def test_resume_after_a_crash_takes_the_same_decisions(run_agent, fake_llm, tmp_path, monkeypatch):
     ideas = ["lr=0.5,epochs=40", "bug", "epochs=10", "epochs=80"]
     fake_llm.responder = ScriptedCoder(ideas=list(ideas), edits=["bug"])
     reference = run_agent("autoresearch", steps=5, seed=1)
 
     coder = ScriptedCoder(ideas=list(ideas), edits=["bug"])
     outage = {"on": True}
-
-    def flaky(seen):
-        if outage["on"] and kind_of(seen) == "edit" and coder.asked["edit"] >= 3:
-            return Fail(400, "account suspended")  # not retryable: the run crashes
-        return coder(seen)
-
-    fake_llm.responder = flaky
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and kind_of(seen) == "edit" and coder.asked["edit"] >= 3)
+    fake_llm.responder = coder
     with pytest.raises(RunError):
         run_agent("autoresearch", steps=5, seed=2)
     (steps_file,) = tmp_path.glob("out/runs/toy_task/autoresearch*seed2*/steps.jsonl")

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from conftest import load_record
-from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401  (fixtures)
-from llm.fake_llm import Fail, Say, Seen
-from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO
+from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
+from llm.fake_llm import Say, Seen
+from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO, file_block, shown_file
 from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
 from pytest_fmlbench.agentkit.map_elites import Population, Program, Settings
 from pytest_fmlbench.runner import RunError
@@ -164,14 +164,14 @@ class ToyEvolver:
             return Say(f"Attempt {i + 1}: " + ("more epochs helped." if ok else "fit crashed."))
         if kind == "debug":
             algo = GOOD_ALGO if self.debugs[i % len(self.debugs)] == "fix" else BROKEN_ALGO
-            return Say(f"```python algorithm.py\n{algo}```")
+            return Say(file_block("algorithm.py", algo))
         if kind == "evolve":
             if self.evolves[i % len(self.evolves)] == "bug":
-                return Say(f"```python algorithm.py\n{BROKEN_ALGO}```")
-            config = json.loads(re.search(r"```json config\.json\n(.*?)\n```", last_user(seen), re.DOTALL).group(1))
+                return Say(file_block("algorithm.py", BROKEN_ALGO))
+            config = json.loads(shown_file(last_user(seen), "config.json"))
             config["epochs"] = int(config["epochs"]) + 10
-            return Say(f"```json config.json\n{json.dumps(config)}\n```\n\n"
-                       f"```json split_config.json\n{json.dumps({'val_ratio': 0.25, 'val_seed': i + 1})}\n```")
+            return Say(file_block("config.json", json.dumps(config)) + "\n\n"
+                       + file_block("split_config.json", json.dumps({"val_ratio": 0.25, "val_seed": i + 1})))
         return Say("?")
 
 
@@ -249,16 +249,12 @@ def test_options_are_checked():
         parse_agent_options(AGENT, ["islands=4"])
 
 
-def test_resume_rebuilds_the_population(run_oe, fake_llm, tmp_path):
+def test_resume_rebuilds_the_population(run_oe, fake_llm, tmp_path, monkeypatch):
     model = ToyEvolver(evolves=("ok", "bug"))
     outage = {"on": True}
-
-    def flaky(seen):
-        if outage["on"] and model.asked["analysis"] >= 4 and kind_of(seen) != "analysis":
-            return Fail(400, "account suspended")
-        return model(seen)
-
-    fake_llm.responder = flaky
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and model.asked["analysis"] >= 4
+                 and kind_of(seen) != "analysis")
+    fake_llm.responder = model
     options = dict(num_islands=2, migration_interval=2)
     with pytest.raises(RunError):
         run_oe(steps=8, **options)

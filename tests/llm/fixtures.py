@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from pytest_fmlbench.agentkit import load_agent_class
-from pytest_fmlbench.llm import LLMSettings, make_llm_factory
+from pytest_fmlbench.llm import LLMClient, LLMSettings, make_llm_factory
 from pytest_fmlbench.runner import RunSettings, execute
 from pytest_fmlbench.spec import load_task
 
-from .fake_llm import FakeLLM
+from .fake_llm import FakeLLM, Seen
 
 TOY = Path(__file__).parents[1] / "data" / "toy_task"
 OPENAI_KEY = "sk-test-LOOPBACK-openai-5f1c9e27d3a4"
@@ -38,6 +38,21 @@ def api_keys(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
     return {"openai": OPENAI_KEY, "anthropic": ANTHROPIC_KEY}
+
+
+def kill_at_call(monkeypatch, when) -> None:
+    """Kill the run in the middle, as a killed process would leave it, just before the first LLM call for
+    which ``when(seen)`` is true (``seen``: the request as the loopback server would see it; it is never
+    sent). A failing provider no longer does this: the agents go on with what their ports make of it."""
+    real = LLMClient.complete
+
+    def complete(self, messages, **kwargs):
+        messages = [dict(m) for m in messages]
+        if when(Seen("POST", "/v1/chat/completions", {}, {"model": self.model, "messages": messages}, 0.0)):
+            raise RuntimeError("the run was killed here (test)")
+        return real(self, messages, **kwargs)
+
+    monkeypatch.setattr(LLMClient, "complete", complete)
 
 
 def llm_settings(fake_llm, **overrides) -> LLMSettings:

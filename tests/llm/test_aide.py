@@ -7,7 +7,8 @@ import pytest
 
 from pytest_fmlbench.runner import RunError
 
-from .fake_llm import Fail, Say
+from .fake_llm import Say
+from .fixtures import kill_at_call
 from .toy_coder import BROKEN_ALGO, ToyCoder, kind_of
 
 
@@ -123,16 +124,12 @@ def test_a_reply_without_usable_code_is_a_failed_step_not_a_crash(run_aide, fake
     assert "Your change could not be applied" in debug_prompt
 
 
-def test_resume_replays_recorded_llm_replies_without_asking_again(run_aide, fake_llm, tmp_path):
+def test_resume_replays_recorded_llm_replies_without_asking_again(run_aide, fake_llm, tmp_path, monkeypatch):
     coder = ToyCoder(drafts=("ok", "bug"))
     outage = {"on": True}
-
-    def flaky_after_two_steps(seen):
-        if outage["on"] and coder.asked["review"] >= 2 and kind_of(seen) != "review":
-            return Fail(400, "account suspended")  # not retryable: the run crashes
-        return coder(seen)
-
-    fake_llm.responder = flaky_after_two_steps
+    # the run is killed after two steps, before its third coding call
+    kill_at_call(monkeypatch, lambda seen: outage["on"] and coder.asked["review"] >= 2 and kind_of(seen) != "review")
+    fake_llm.responder = coder
     options = {"num_drafts": 2, "debug_prob": 1.0}
     with pytest.raises(RunError):
         run_aide(steps=3, options=options)

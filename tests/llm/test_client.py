@@ -1,5 +1,6 @@
 """The client with the real openai and anthropic SDKs over HTTP to the loopback server."""
 
+import json
 import socket
 import time
 
@@ -105,6 +106,23 @@ def test_retries_give_up_with_one_line(fake_llm, api_keys):
         client.complete(MESSAGES)
     assert str(err.value) == "openai: HTTP 502: bad gateway (gave up after 3 attempts)"
     assert err.value.kind == "unavailable" and len(fake_llm.requests) == 3
+
+
+def test_a_call_that_failed_for_good_is_counted_kept_and_replayed_as_a_failure(fake_llm, api_keys, tmp_path):
+    fake_llm.script(*[Fail(503, "overloaded")] * 3)
+    client = build_client(llm_settings(fake_llm, retries=2), tmp_path)
+    seen = []
+    client.bind_failures(seen.append)
+    with pytest.raises(LLMCallError):
+        client.complete(MESSAGES, purpose="edit")
+    assert client.failed_calls == 1 and [e.kind for e in seen] == ["unavailable"] and len(fake_llm.requests) == 3
+    entry = json.loads((tmp_path / "llm_calls.jsonl").read_text())
+    assert entry["purpose"] == "edit" and entry["error"]["kind"] == "unavailable" and entry["usage"]["calls"] == 0
+    # a resumed run is answered from the ledger: the same failure, no new request, counted again
+    again = build_client(llm_settings(fake_llm, retries=2), tmp_path)
+    with pytest.raises(LLMCallError, match="overloaded"):
+        again.complete(MESSAGES, purpose="edit")
+    assert again.failed_calls == 1 and len(fake_llm.requests) == 3 and again.spent.calls == 0
 
 
 @pytest.mark.parametrize("fail, kind", [

@@ -7,6 +7,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from pytest_fmlbench.agentkit.prompting import fence_language
+
 from .fake_llm import Say, Seen
 
 TOY = Path(__file__).parents[1] / "data" / "toy_task"
@@ -17,6 +19,19 @@ BROKEN_ALGO = (
     "def predict(X, w):\n"
     "    return (X[:, 0] > 0).astype(int)\n"
 )
+
+
+def shown_file(prompt: str, path: str) -> str:
+    """A file as the shared editor showed it: the port's '### FILE: path' form or the strict editor's fence."""
+    name = re.escape(path)
+    match = (re.search(rf"### FILE: {name}\n```\w*\n(.*?)\n```", prompt, re.DOTALL)
+             or re.search(rf"```\w* {name}\n(.*?)\n```", prompt, re.DOTALL))
+    return match.group(1)
+
+
+def file_block(path: str, content: str) -> str:
+    """A whole file in the port editor's reply form, which the strict editor reads as well."""
+    return f"### FILE: {path}\n```{fence_language(path)}\n{content.rstrip(chr(10))}\n```"
 
 
 def kind_of(seen: Seen) -> str:

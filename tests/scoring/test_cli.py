@@ -1,6 +1,7 @@
 """``fmlbench score`` on our run records: several agents side by side, seeds, encoders, CSVs."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -108,3 +109,15 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "expected graphcodebert, minilm, none, auto or a local model folder" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "r"), "--graphcodebert", str(tmp_path / "nothing-here")]) == 2
     assert "GraphCodeBERT weights not found locally" in capsys.readouterr().err
+
+
+def test_no_number_is_cut_at_any_width(runs_dir, capsys):
+    """A CI log has no terminal: a table wider than the width is printed whole, never cut with '…'."""
+    assert main(["score", str(runs_dir), "--encoder", "none", "--width", "170"]) == 0
+    wide = capsys.readouterr().out
+    assert main(["score", str(runs_dir), "--encoder", "none", "--width", "40"]) == 0
+    narrow = capsys.readouterr().out
+    assert "…" not in wide and "…" not in narrow
+    cells = lambda text: sorted(re.findall(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]\d+)?(?: ± [\d.e+-]+)?", text))
+    assert cells(narrow) == cells(wide)  # the same numbers, whole, in the same counts
+    assert "Spread" in narrow and "Reach" in narrow  # the process headers are not cut either

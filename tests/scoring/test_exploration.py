@@ -175,3 +175,15 @@ def test_an_encoder_that_cannot_run_switches_exploration_off_for_every_run(tmp_p
     assert scores.encoder == "unavailable: encoder broken: needs torch and transformers"
     assert scores.runs["spread"].isna().all() and set(scores.runs["encoder"]) == {scores.encoder}
     assert scores.runs["ni"].tolist() == pytest.approx([0.1, 0.1], abs=1e-12)
+
+
+def test_the_encoder_keeps_transformers_bars_and_warnings_out_of_the_output(no_graphcodebert, capfd):
+    pytest.importorskip("torch")
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    encoder = default_encoder("minilm")
+    encoder.embed(["def f(x):\n    return x + 1\n" * 300])  # loads the weights; 3000+ tokens, over 512
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "Token indices sequence length" not in out + err, err
+    assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()) == before
