@@ -577,7 +577,9 @@ def test_detach_then_reattach_submits_nothing_twice_and_no_key_in_files(project:
                                                                        monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     agent = write_agent(SLOW_AGENT, cls="Slow")
-    args = ("toy_task", f"--agent={agent}", "--steps=3", "--seeds=2", "--slurm", "-rs")
+    # in the harness's process, the agent sees the job's environment (an agent's own process never holds a
+    # key: tests/test_agent_sandbox.py); so the key is shown to reach the job, and still no file
+    args = ("toy_task", f"--agent={agent}", "--agent-in-process", "--steps=3", "--seeds=2", "--slurm", "-rs")
     detached = bench(*args, "--slurm-detach")
     detached.assert_outcomes(skipped=2)
     detached.stdout.fnmatch_lines(["*slurm: submitted 2 job(s), re-attached to 0*",
