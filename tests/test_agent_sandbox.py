@@ -19,8 +19,7 @@ import yaml
 
 from agent_attacks import COMBINED, MODULE_PATCH, agent_source, ending_source, fill, payload
 from conftest import REPO, junit_props, load_record
-from llm.fake_llm import Fail
-from llm.fixtures import api_keys, fake_llm, llm_settings  # noqa: F401 (fixtures)
+from llm.fixtures import api_keys, fake_llm, kill_at_call, llm_settings  # noqa: F401 (fixtures)
 from llm.toy_coder import ToyCoder
 
 from pytest_fmlbench.agentkit import agents_dir, load_agent_class
@@ -268,7 +267,7 @@ def test_sandboxed_and_in_process_runs_score_the_same(pytester, toy, bench):
 
 
 def test_a_sandboxed_llm_agent_decides_as_in_process_and_resumes_with_identical_replies(tmp_path, fake_llm,
-                                                                                       api_keys):
+                                                                                       api_keys, monkeypatch):
     """AIDE, whose model calls the harness makes for it: sandboxed or in process, the same decisions and
     scores; cut by a provider error midway, the rerun replays the recorded steps and replies, pays for
     nothing twice and ends where an uninterrupted run ends."""
@@ -296,18 +295,17 @@ def test_a_sandboxed_llm_agent_decides_as_in_process_and_resumes_with_identical_
     assert abs(sandboxed.record.test_metric - in_process.record.test_metric) <= 1e-9
     calls = sandboxed.record.usage.calls
 
-    scripted, cut = ToyCoder(drafts=("bug", "ok")), {}
+    # killed midway (a provider error no longer ends a run: the port's fallback goes on), once two steps are recorded
+    fake_llm.responder = ToyCoder(drafts=("bug", "ok"))
 
-    def failing_once(seen):
+    def two_steps_recorded(seen) -> bool:
         recorded = list((tmp_path / "cut").glob("runs/toy_task/*/steps.jsonl"))
-        if not cut and recorded and len(recorded[0].read_text().splitlines()) >= 2:
-            cut["at"] = len(fake_llm.completions)
-            return Fail(400, "account suspended")
-        return scripted(seen)
+        return bool(recorded) and len(recorded[0].read_text().splitlines()) >= 2
 
-    fake_llm.responder = failing_once
-    with pytest.raises(RunError, match="agent aide crashed: LLMCallError: openai: HTTP 400"):
-        run("cut")
+    with monkeypatch.context() as patch:
+        kill_at_call(patch, two_steps_recorded)
+        with pytest.raises(RunError, match="the run was killed here"):
+            run("cut")
     before = len(fake_llm.completions)
     resumed = run("cut")
     assert resumed.record.status == "finished" and resumed.record.resumed_from_step == 2
