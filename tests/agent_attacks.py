@@ -96,8 +96,14 @@ import pytest_fmlbench.evalkit as kit
 targets = [d + '/zz_fmlbench_agent_attack.pth' for d in {sysconfig.get_paths()['purelib'], *site.getsitepackages()}]
 targets += [kit.__file__, 'AGENTS_DIR/baseline.py', importlib.util.cache_from_source(kit.__file__)]
 for target in targets:
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder) and not folder.endswith('__pycache__'):
+        # not in the sandbox's view (e.g. a checkout under /tmp, where the agent has a private /tmp): a file
+        # made here would land in the agent's own scratch, not in the code the harness runs
+        print('ATTACK package-write: refused', target, 'not visible')
+        continue
     try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         open(target, 'a').write('\\nimport os; os.environ["PWNED"] = "1"\\n')
         print('ATTACK package-write: WROTE', target)
     except OSError as exc:
