@@ -70,7 +70,7 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-enco
 # whatever a tool sends that could carry a credential, in any provider's spelling: never forwarded
 _CREDENTIAL = re.compile(r"key|auth|token|secret|cookie|password|credential", re.IGNORECASE)
 # the account the real key belongs to decides these, not the tool
-_ACCOUNT = frozenset({"openai-organization", "openai-project"})
+_ACCOUNT = frozenset({"openai-organization", "openai-project", "chatgpt-account-id"})
 _REPLY_DROP = _HOP | {"content-encoding", "set-cookie", "server", "date"}
 
 
