@@ -15,6 +15,11 @@ import anthropic
 import openai
 import pytest
 
+try:
+    import httpx2 as httpx  # the SDKs' HTTP client in this environment
+except ImportError:  # pragma: no cover
+    import httpx
+
 from pytest_fmlbench.agentkit.forwarder import start_forwarder
 from pytest_fmlbench.llm import LLMClient, LLMSettings, LLMSetupError, PriceTable, build_client
 from pytest_fmlbench.llm.gateway import Gateway, upstream_base
@@ -514,3 +519,60 @@ def test_a_stale_socket_is_replaced_and_a_file_is_not(short_dir, api_keys, fake_
     (short_dir / "other").write_text("not a socket")
     with pytest.raises(LLMSetupError, match="exists and is not a socket"):
         Gateway(client, short_dir / "other").start()
+
+
+# -- raw HTTP: what SDKs do not send, and a provider that breaks off ------------------------------------
+def test_a_chunked_request_body_is_read(rig):
+    """Some HTTP clients send a JSON body in chunks rather than with a length."""
+    import http.client
+
+    r = rig(Turn("chunked ok"), provider="openai", model="gpt-4o")
+    port = int(r.base_url.rsplit(":", 1)[1])
+    body = json.dumps({"model": "gpt-4o", "messages": ASK}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=iter([body[:10], body[10:]]), encode_chunked=True,
+                 headers={"content-type": "application/json", "authorization": "Bearer tool-key-123456"})
+    reply = conn.getresponse()
+    assert reply.status == 200
+    assert json.loads(reply.read())["choices"][0]["message"]["content"] == "chunked ok"
+    conn.close()
+    assert r.wire.requests[0].body["messages"] == ASK
+    assert r.wire.credentials == {f"Bearer {OPENAI_KEY}"}
+
+
+def test_a_stream_the_provider_breaks_off_is_broken_for_the_tool_too(tmp_path, short_dir, api_keys):
+    """The provider sends the start of a stream, then closes: the tool must see a broken reply (no clean
+    end), and the record says so, with the usage known so far charged."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    start = {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5", "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 500, "output_tokens": 1, "cache_read_input_tokens": 0}}}
+
+    def provider():
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            event = f"event: message_start\ndata: {json.dumps(start)}\n\n".encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                         + b"%x\r\n%b\r\n" % (len(event), event))
+            # and closes without the closing chunk: the provider's connection broke
+
+    threading.Thread(target=provider, daemon=True).start()
+    port = listener.getsockname()[1]
+    client = build_client(_settings(f"http://127.0.0.1:{port}", provider="anthropic", model="claude-haiku-4-5"),
+                          run_dir=tmp_path / "run")
+    with Gateway(client, short_dir / "llm.sock") as gateway:
+        base_url, stop = start_forwarder(str(gateway.socket_path))
+        sdk = anthropic.Anthropic(api_key=PLACEHOLDER, base_url=base_url, max_retries=0, timeout=30)
+        # this SDK lets the HTTP client's error through mid-stream: "incomplete chunked read"
+        with pytest.raises((anthropic.APIConnectionError, httpx.RemoteProtocolError)):
+            with sdk.messages.stream(model="claude-haiku-4-5", max_tokens=8, messages=ASK) as events:
+                events.get_final_message()
+        stop()
+    listener.close()
+    (record,) = [json.loads(line) for line in (tmp_path / "run" / "llm_calls.jsonl").read_text().splitlines()]
+    assert record["upstream_error"] == "the provider's reply broke off"
+    assert record["usage"]["input_tokens"] == 500 and client.spent.input_tokens == 500
