@@ -14,7 +14,7 @@ one node (``parent`` links form the tree).
   debug's the parent's analysis ("Bug analysis") and, when the parent is itself a debug node, the chain
   of earlier debug attempts (first 150 characters of each one's plan, first 100 of its error). A debug
   also hands the editor the parent's error, the first ``max_stderr_output`` (1,500) characters of its
-  stderr.
+  stderr, or "(No error output captured.)" when it wrote none.
 - Memory: every good node so far as "Plan / Analysis / <metric>: value", separator-joined;
   "(No successful attempts yet.)" when there is none. A node's plan is the port's: the first 300
   characters of its instruction, not the model's words.
@@ -33,7 +33,7 @@ Where ``variant=port`` still differs from the port: metric lines show 6 signific
 prints Python's full value; the memory and the analysis prompt print it in full, as the port); every call
 is capped at ``max_output_tokens`` (the port's editor sends no cap, its analysis 8,192); the policy draws
 from the run's seeded RNG (the port: Python's global one); with no good node at the end the harness
-tests the baseline code (the port runs no test).
+tests the baseline code (the port runs no test); and the shared editor's own differences (its module).
 """
 
 from __future__ import annotations
