@@ -47,6 +47,7 @@ from pytest_fmlbench.agentkit import (
     Agent, CodeEditor, EditorOptions, extract_json, metric_line, parse_reply, render_files, reply_format, restore,
     run_error, tail, task_context,
 )
+from pytest_fmlbench.agentkit.editing import EditorMode
 from pytest_fmlbench.editor import EditResult
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.record import StepRecord
@@ -78,6 +79,8 @@ ANALYSIS_TASK = ("If there is a bug, summarize the bug and propose a fix. Otherw
 
 
 class AideOptions(EditorOptions):
+    editor: EditorMode = Field("port", description="variant=port only: "
+                               + EditorOptions.model_fields["editor"].description)
     variant: Literal["port", "upstream"] = Field(
         "port", description="'port' = FML-bench's AIDE (its instructions through the shared editor, one call per "
         "step, an LLM analysis per run); 'upstream' = WecoAI aideml's prompts, re-asks and review")
