@@ -149,7 +149,6 @@ class LLMClient:
             if spent.cost_usd > s.max_cost_usd:
                 raise RunStopped(f"max-cost-usd {s.max_cost_usd:.2f} exceeded ({spent.cost_usd:.4f} spent)")
 
-    _check_budget = check_budget  # the name callers used before the gateway made it public
 
     # -- retries --------------------------------------------------------------------------------
     def _with_retries(self, request: Request):
