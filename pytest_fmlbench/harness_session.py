@@ -97,7 +97,11 @@ class HarnessSession:
             self.journal.add(node)
         self.replayed_steps += len(kept)
         if kept:
-            self._pending_usage = Usage()
+            self._take_usage()
+            spent = sum((node.usage for node in kept), Usage())
+            # their model calls are not replayed: without this, a resumed run's budgets would start from zero
+            if self.llm is not None and callable(getattr(self.llm, "count_spent", None)):
+                self.llm.count_spent(spent)
             self._refresh_record()
             self._report_progress(kept[-1])
         return len(self.journal)

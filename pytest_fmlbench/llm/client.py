@@ -136,6 +136,12 @@ class LLMClient:
             if self._sink is not None:
                 self._sink(usage)
 
+    def count_spent(self, usage: Usage) -> None:
+        """Usage spent before this process, by calls that will not be made again (a resumed coding tool's):
+        it counts towards the budgets, and is on its steps' records already."""
+        with self._lock:
+            self._spent = self._spent + usage
+
     def check_budget(self) -> None:
         """Raises RunStopped once a budget is exceeded. Checked before each call: the call that crosses a
         limit is used; none is made after it."""

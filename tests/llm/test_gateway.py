@@ -369,6 +369,17 @@ def test_account_and_check_budget_are_the_clients_meter(fake_llm, api_keys):
         client.check_budget()
 
 
+def test_a_resumed_tools_recorded_spending_counts_towards_the_budget_but_not_its_next_step(fake_llm, api_keys):
+    # a coding tool's calls are not replayed on a resumed run: what its recorded steps spent is counted
+    client = build_client(llm_settings(fake_llm, max_tokens=1000))
+    charged = []
+    client.bind_usage(charged.append)
+    client.count_spent(Usage(input_tokens=900, output_tokens=200, calls=4, cost_usd=0.01))
+    assert client.spent.total_tokens == 1100 and charged == []
+    with pytest.raises(RunStopped, match="max-tokens 1000 exceeded"):
+        client.check_budget()
+
+
 # -- upstream failures --------------------------------------------------------------------------------
 def test_provider_errors_pass_through_and_cost_nothing(rig):
     r = rig(Failure(429, "slow down"), Failure(500, "boom"), Turn("fine"), provider="openai", model="gpt-4o")
