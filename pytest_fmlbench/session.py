@@ -50,6 +50,9 @@ class Session:
         self.journal = Journal(self.task.metric.direction)
         llm = hello.get("llm")
         self.llm = RemoteLLM(transport, llm["model"], llm["provider"]) if llm else None
+        # exceptions the agent's main loop raised and the agent went on from, as its port does
+        # (``agentkit.loop``); they reach the run's record with the agent's last message
+        self.caught: list[str] = []
 
     def log(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
