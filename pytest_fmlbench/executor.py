@@ -71,7 +71,16 @@ class CommandResult:
             head = f"{what} timed out after {timeout_s:g} s (process group killed)"
         else:
             head = f"{what} exited with code {self.returncode}"
-        return f"{head}\n{self.output_tail}".strip()
+        return f"{head}\n{self.output_tail_with_error()}".strip()
+
+    def output_tail_with_error(self) -> str:
+        """The output's tail, ending with the end of stderr. The two streams reach the log through two
+        pipes in whatever order their readers run, and Python flushes stdout at exit after printing its
+        error, so a long stdout can push the error itself out of the tail."""
+        error = self.stderr.rstrip("\n")
+        if not error or error[-200:] in self.output_tail:
+            return self.output_tail
+        return f"{self.output_tail.rstrip()}\n[... the end of its standard error:]\n{error[-ERROR_TAIL_CHARS // 2:]}"
 
 
 def format_command(template: str, values: dict[str, str | Path], python: list[str] | None = None) -> list[str]:
@@ -155,6 +164,28 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
                          errors.text(STDERR_KEEP_CHARS))
 
 
+class _LastBytes:
+    """At least the last ``keep`` bytes of a stream, in the chunks they came in; older chunks are dropped
+    (and counted) as soon as the newer ones alone hold ``keep`` bytes. Not locked: its owner locks."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.cut = 0  # bytes dropped
+
+    def add(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        while self.size - len(self.chunks[0]) >= self.keep:
+            dropped = self.chunks.popleft()
+            self.size -= len(dropped)
+            self.cut += len(dropped)
+
+    def joined(self) -> bytes:
+        return b"".join(self.chunks)
+
+
 class CappedLog:
     """A command's output on disk: its first LOG_HEAD_BYTES, then only the last LOG_KEEP_BYTES.
 
@@ -166,9 +197,7 @@ class CappedLog:
         self.fh = open(path, "wb")
         self.fh.write(first_line)
         self.written = len(first_line)
-        self.tail: deque[bytes] = deque()
-        self.tail_bytes = 0
-        self.cut = 0
+        self.tail = _LastBytes(LOG_KEEP_BYTES)
         self.lock = threading.Lock()
 
     def feed(self, chunk: bytes) -> None:
@@ -179,12 +208,7 @@ class CappedLog:
                 self.written += min(room, len(chunk))
                 chunk = chunk[room:]
             if chunk:
-                self.tail.append(chunk)
-                self.tail_bytes += len(chunk)
-                while self.tail_bytes - len(self.tail[0]) >= LOG_KEEP_BYTES:
-                    dropped = self.tail.popleft()
-                    self.tail_bytes -= len(dropped)
-                    self.cut += len(dropped)
+                self.tail.add(chunk)
 
     def drain(self, stream, also=None) -> None:
         for chunk in iter(lambda: stream.read1(1 << 16), b""):
@@ -196,10 +220,10 @@ class CappedLog:
         with self.lock:
             if self.fh.closed:
                 return
-            tail = b"".join(self.tail)
+            tail = self.tail.joined()
             excess = max(0, len(tail) - LOG_KEEP_BYTES)
-            if self.cut or excess:
-                self.fh.write(f"\n[... {self.cut + excess} bytes cut ...]\n".encode())
+            if self.tail.cut or excess:
+                self.fh.write(f"\n[... {self.tail.cut + excess} bytes cut ...]\n".encode())
             self.fh.write(tail[excess:])
             self.fh.close()
 
@@ -210,9 +234,7 @@ class _HeadTail:
     def __init__(self, keep: int):
         self.keep = keep
         self.head = bytearray()
-        self.tail: deque[bytes] = deque()
-        self.tail_bytes = 0
-        self.cut = 0
+        self.tail = _LastBytes(keep)
         self.lock = threading.Lock()
 
     def feed(self, chunk: bytes) -> None:
@@ -225,12 +247,7 @@ class _HeadTail:
             self.head += chunk[:room]
             chunk = chunk[room:]
         if chunk:
-            self.tail.append(chunk)
-            self.tail_bytes += len(chunk)
-            while self.tail_bytes - len(self.tail[0]) >= self.keep:
-                dropped = self.tail.popleft()
-                self.tail_bytes -= len(dropped)
-                self.cut += len(dropped)
+            self.tail.add(chunk)
 
     def text(self, chars: int) -> str:
         """The stream as text: whole when it has at most 2 x ``chars`` characters, else its first and
@@ -239,14 +256,14 @@ class _HeadTail:
             return self._text(chars)
 
     def _text(self, chars: int) -> str:
-        if not self.cut:
-            whole = (bytes(self.head) + b"".join(self.tail)).decode(errors="replace")
+        if not self.tail.cut:
+            whole = (bytes(self.head) + self.tail.joined()).decode(errors="replace")
             if len(whole) <= 2 * chars:
                 return whole
             head, tail = whole[:chars], whole[-chars:]
         else:
             head = bytes(self.head).decode(errors="replace")[:chars]
-            tail = b"".join(self.tail).decode(errors="replace")[-chars:]
+            tail = self.tail.joined().decode(errors="replace")[-chars:]
         return f"{head}\n[... middle of the output cut ...]\n{tail}"
 
 

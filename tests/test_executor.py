@@ -44,8 +44,14 @@ def _alive(pid: int) -> bool:
 def test_output_tail_and_exit_code(tmp_path):
     argv = format_command("{python} -c {code}", {"code": "import sys; print('x' * 5000); sys.exit('boom')"})
     result = run_command(argv, cwd=tmp_path, env=dict(os.environ), timeout_s=30, log_path=tmp_path / "l.log")
-    assert result.returncode == 1 and result.output_tail.endswith("boom\n")
-    assert len(result.output_tail) == 1500
+    # stdout and stderr come through two pipes read by two threads: the log interleaves them as they
+    # arrive, in an order no one can know (here Python writes "boom" before it flushes stdout at exit,
+    # and either reader may get its chunk first); the 5,000 x's may push "boom" out of the log's tail
+    assert result.returncode == 1 and len(result.output_tail) == 1500 and result.stderr == "boom\n"
+    # the failure a user reads ends with the error, whichever stream came last
+    described = result.describe_failure("val run", 30)
+    assert described.startswith("val run exited with code 1\n") and described.endswith("boom")
+    assert "x" * 1000 in described
 
 
 def test_stderr_is_kept_apart_from_stdout_with_its_head_and_tail(tmp_path):

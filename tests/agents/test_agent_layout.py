@@ -40,7 +40,7 @@ def test_the_catalog_gives_summary_options_with_types_and_defaults_and_the_llm_n
 def test_unknown_names_and_options_are_one_line_naming_the_valid_ones():
     with pytest.raises(AgentLoadError, match=r"^unknown agent 'nope'; built-in agents: .*aide, .*random-search"):
         load_agent_class("nope")
-    with pytest.raises(AgentLoadError, match=r"^agent aide has no option bogus; options: code_temperature, "):
+    with pytest.raises(AgentLoadError, match=r"^agent aide has no option bogus; options: analysis_temperature, "):
         parse_agent_options(load_agent_class("aide"), ["bogus=1"])
     options = parse_agent_options(load_agent_class("aide"), ["num_drafts=2", "review=false"])
     assert (options.num_drafts, options.review) == (2, False)
