@@ -29,9 +29,8 @@ re-asked up to ``reply_attempts`` times until a reply holds code; an edit that d
 node buggy; an LLM review after each run (``review=true``) writes the summary and may call a successful
 run buggy; both kinds of call at aideml's temperature, 0.5.
 
-Where ``variant=port`` still differs from the port: metric lines show 6 significant digits (the port
-prints Python's full value; the memory and the analysis prompt print it in full, as the port); every call
-is capped at ``max_output_tokens`` (the port's editor sends no cap, its analysis 8,192); the policy draws
+Metrics appear in full, as the port prints a float. Where ``variant=port`` still differs from the port:
+every call is capped at ``max_output_tokens`` (the port's editor sends no cap, its analysis 8,192); the policy draws
 from the run's seeded RNG (the port: Python's global one); with no good node at the end the harness
 tests the baseline code (the port runs no test); and the shared editor's own differences (its module).
 """

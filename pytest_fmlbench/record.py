@@ -147,6 +147,10 @@ class RunRecord(BaseModel):
     # LLM calls that failed for good (after their retries); the agent went on with what its port makes of
     # a failed call (a failed edit, a fallback text). 0 in older records
     llm_failed_calls: int = 0
+    # exceptions the agent's main loop raised and caught, as its port does: the run went on (to the next
+    # idea, or to the final test on the best code so far) and finished. Each "where: Type: message" with
+    # the traceback's end; [] in older records
+    caught_errors: list[str] = []
     wall_clock_s: float = 0.0
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime | None = None

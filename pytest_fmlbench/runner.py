@@ -24,6 +24,7 @@ from . import devices, isolation
 from .agent_host import host
 from .agent_host.launcher import AgentLimits
 from .agent_host.locate import AgentLocator, locate_class
+from .agent_host.outcome import one_line
 from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
 from .agentkit import Agent
 from .executor import scrubbed_env
@@ -219,6 +220,12 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             needs=settings.needs, gateway_factory=settings.gateway_factory,
         )
         session.settle_usage()
+        if agent.caught:
+            record.caught_errors = list(agent.caught)
+            more = f" (and {len(agent.caught) - 1} more)" if len(agent.caught) > 1 else ""
+            _announce(settings, live, f"{task.id}[seed{seed}]",
+                      f"the agent caught an exception in its main loop and went on, as its port does: "
+                      f"{one_line(agent.caught[0])}{more}")
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")

@@ -50,6 +50,9 @@ class Session:
         self.journal = Journal(self.task.metric.direction)
         llm = hello.get("llm")
         self.llm = RemoteLLM(transport, llm["model"], llm["provider"]) if llm else None
+        # exceptions the agent's main loop raised and the agent went on from, as its port does
+        # (``agentkit.loop``); they reach the run's record with the agent's last message
+        self.caught: list[str] = []
         # what the harness lent an agent that declared it needs them (None otherwise): the working copy's
         # path, the recorded step whose files it started from (None: the baseline's), and the LLM gateway
         # ({"socket", "protocol", "model"}) its tool's model calls go through
