@@ -77,6 +77,27 @@ class HarnessSession:
     def files_of(self, step: int) -> dict[str, str]:
         return self._store.read_snapshot(self.journal.get(step).snapshot)
 
+    @property
+    def workspace_dir(self):
+        """The search workspace: what an agent's working copy is copied from."""
+        return self._workspace.path
+
+    def keep_recorded_steps(self) -> int:
+        """On a resumed run, take the recorded steps as they are, without replaying them; returns how many.
+
+        For an agent that cannot replay its decisions (a coding tool starts a new session on a resumed run,
+        told what the recorded steps did): its next step comes after them.
+        """
+        kept = self._prior[len(self.journal):]
+        for node in kept:
+            self.journal.add(node)
+        self.replayed_steps += len(kept)
+        if kept:
+            self._pending_usage = Usage()
+            self._refresh_record()
+            self._report_progress(kept[-1])
+        return len(self.journal)
+
     # -- what the agent does (through the protocol) ----------------------------------------------
     def edit(self, edits: list[Edit]) -> EditResult:
         return self._workspace.editor.apply(edits)

@@ -110,6 +110,10 @@ class RunRecord(BaseModel):
     steps_budget: int
     status: RunStatus = "running"
     stop_reason: str | None = None
+    # why a finished run's agent ended, in its own words, where it said: 'agent ended' for a coding tool
+    # that stopped with steps left. Data, never a score; None where the agent did not say, and in older
+    # records
+    end_reason: str | None = None
     # the LLM limits the run was held to; a stopped run continues when they are raised
     budget: dict[str, float | None] = {}
     error: str | None = None

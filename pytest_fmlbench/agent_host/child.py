@@ -17,6 +17,7 @@ from ..agentkit.base import Agent
 from ..agentkit.loading import AgentLoadError, parse_agent_options
 from ..session import BudgetExhausted, RunStopped, Session
 from .locate import AgentLocator
+from .needs import needs_of
 from .protocol import MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode, encode
 from .transport import HarnessGone, SocketTransport, hello
 
@@ -33,7 +34,8 @@ def run_agent(agent: Agent, session: Session) -> dict[str, Any]:
         raise
     except (Exception, SystemExit) as exc:
         return crashed(exc)
-    return {"outcome": "finished"}
+    reason = getattr(agent, "end_reason", "")
+    return {"outcome": "finished", "reason": reason} if isinstance(reason, str) and reason else {"outcome": "finished"}
 
 
 def crashed(exc: BaseException) -> dict[str, Any]:
@@ -67,7 +69,7 @@ def _describe(sock: socket.socket) -> int:
         cls = AgentLocator.from_json(request["locator"]).load()
         options = parse_agent_options(cls, request["pairs"])
         reply = {"name": cls.name or cls.__name__, "uses_llm": bool(cls.uses_llm),
-                 "options": options.model_dump(mode="json")}
+                 "options": options.model_dump(mode="json"), **needs_of(cls).to_json()}
     except AgentLoadError as exc:
         reply = {"error": str(exc)}
     except Exception as exc:

@@ -11,14 +11,17 @@ from .protocol import MAX_LABEL_CHARS, DoneArgs
 @dataclass(frozen=True)
 class AgentOutcome:
     kind: Literal["finished", "stopped", "failed"]
-    reason: str = ""  # one line: why it stopped, or what went wrong ("crashed: RuntimeError: policy bug")
+    # one line: why it stopped, what went wrong ("crashed: RuntimeError: policy bug"), or why it finished,
+    # where the agent said ("agent ended")
+    reason: str = ""
     detail: str = ""  # for the record: the traceback, or the end of the process's output
 
 
 def from_done(done: DoneArgs) -> AgentOutcome:
     """What the agent itself said in its last message."""
     if done.outcome in ("finished", "budget_exhausted"):
-        return AgentOutcome("finished")
+        # why it finished, when it says (a coding tool's 'agent ended': it stopped with steps left)
+        return AgentOutcome("finished", one_line(done.reason))
     if done.outcome == "stopped":
         return AgentOutcome("stopped", one_line(done.reason))
     return AgentOutcome("failed", one_line(f"crashed: {done.error_type or 'an exception'}: {done.reason}"),

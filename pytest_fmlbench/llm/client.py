@@ -75,7 +75,7 @@ class LLMClient:
                  max_output_tokens: int = 4096, purpose: str = "") -> Reply:
         """One chat completion. Raises RunStopped once a budget is exceeded, LLMCallError if it cannot succeed
         (retries exhausted, or an error not worth retrying); the agent decides what a failed call becomes."""
-        self._check_budget()
+        self.check_budget()
         request = Request(_normalise(messages), max_output_tokens, temperature)
         key = request_key(self.provider, self.model, request)
         n = self._seen[key]
@@ -127,7 +127,7 @@ class LLMClient:
         self._retrying(self.backend.check_model)
 
     # -- budgets --------------------------------------------------------------------------------
-    def _check_budget(self) -> None:
+    def check_budget(self) -> None:
         """Checked before each call: the call that crosses a limit is used; none is made after it."""
         spent, s = self._spent, self.settings
         if s.max_tokens is not None and spent.total_tokens > s.max_tokens:
