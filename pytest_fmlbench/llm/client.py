@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -49,6 +50,8 @@ class LLMClient:
         self._on_failure: Callable[[LLMCallError], None] | None = None
         self.failed_calls = 0  # calls that failed for good (after their retries), replayed ones included
         self._jitter = random.Random()
+        # the LLM gateway accounts calls from its own threads, beside the agent's calls
+        self._lock = threading.Lock()
 
     @property
     def provider(self) -> str:
@@ -106,9 +109,7 @@ class LLMClient:
                 self.ledger.append(key=key, n=n, provider=self.provider, model=self.model, purpose=purpose,
                                    request=request, text=completion.text, usage=usage,
                                    finish_reason=completion.finish_reason, latency_s=time.monotonic() - started)
-        self._spent = self._spent + reply.usage
-        if self._sink is not None:
-            self._sink(reply.usage)
+        self.account(reply.usage)
         cost = "unknown" if reply.usage.cost_usd is None else f"${reply.usage.cost_usd:.4f}"
         log.debug("llm %s%s: %d in (%d cached) / %d out tokens, %s", purpose or "call",
                   " (replayed)" if reply.replayed else "", reply.usage.input_tokens, reply.usage.cached_tokens,
@@ -127,8 +128,17 @@ class LLMClient:
         self._retrying(self.backend.check_model)
 
     # -- budgets --------------------------------------------------------------------------------
+    def account(self, usage: Usage) -> None:
+        """Charge one call made outside ``complete`` (the LLM gateway's): it counts towards the budgets and
+        lands on the next step's record, as the agent's own calls do."""
+        with self._lock:
+            self._spent = self._spent + usage
+            if self._sink is not None:
+                self._sink(usage)
+
     def check_budget(self) -> None:
-        """Checked before each call: the call that crosses a limit is used; none is made after it."""
+        """Raises RunStopped once a budget is exceeded. Checked before each call: the call that crosses a
+        limit is used; none is made after it."""
         spent, s = self._spent, self.settings
         if s.max_tokens is not None and spent.total_tokens > s.max_tokens:
             raise RunStopped(f"max-tokens {s.max_tokens} exceeded ({spent.total_tokens} used)")
@@ -138,6 +148,8 @@ class LLMClient:
                                  f"the price of {self.model} is unknown")
             if spent.cost_usd > s.max_cost_usd:
                 raise RunStopped(f"max-cost-usd {s.max_cost_usd:.2f} exceeded ({spent.cost_usd:.4f} spent)")
+
+    _check_budget = check_budget  # the name callers used before the gateway made it public
 
     # -- retries --------------------------------------------------------------------------------
     def _with_retries(self, request: Request):
