@@ -7,7 +7,9 @@ import json
 import platform
 from typing import Any
 
-from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, tools_dir
+from pydantic import Field
+
+from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, tools_dir
 
 VERSION = "2.1.328"
 PLACEHOLDER_KEY = "fmlbench-placeholder"
@@ -16,6 +18,19 @@ WITHOUT_TOOLS = ("WebFetch", "WebSearch")
 # without an explicit limit its Bash tool kills a command after 2 minutes, and a validation run may take longer
 _UNLIMITED_MS = 24 * 3600 * 1000
 _MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+# flags that change how it works, never where its model calls go, what it may reach or what it prints:
+# flag -> whether it takes a value
+SAFE_FLAGS = {
+    "--effort": True, "--max-budget-usd": True, "--allowedTools": True, "--allowed-tools": True,
+    "--disallowedTools": True, "--disallowed-tools": True, "--tools": True, "--autocompact": True,
+    "--disable-slash-commands": False, "--exclude-dynamic-system-prompt-sections": False,
+    "--bare": False, "--safe-mode": False,
+}
+
+
+class ClaudeCodeOptions(CodingToolOptions):
+    tool_args: str = Field("", description="more of Claude Code's own flags, as on its command line; only these: "
+                           + ", ".join(f + (" VALUE" if v else "") for f, v in SAFE_FLAGS.items()))
 
 
 def _text(value: Any) -> str:
@@ -69,13 +84,8 @@ class ClaudeCodeAgent(CodingToolAgent):
     name = "claude-code"
     tool_name = "claude"
     protocols = ("anthropic",)
-    # flags that change how it works, never where its model calls go, what it may reach or what it prints
-    safe_flags = {
-        "--effort": True, "--max-budget-usd": True, "--allowedTools": True, "--allowed-tools": True,
-        "--disallowedTools": True, "--disallowed-tools": True, "--tools": True, "--autocompact": True,
-        "--disable-slash-commands": False, "--exclude-dynamic-system-prompt-sections": False,
-        "--bare": False, "--safe-mode": False,
-    }
+    safe_flags = SAFE_FLAGS
+    Options = ClaudeCodeOptions
 
     def find_binary(self) -> str:
         # the platform package's binary itself: the package's launcher is only linked to it by an npm

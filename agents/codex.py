@@ -30,6 +30,8 @@ _CATALOG_TIMEOUT_S = 60
 
 
 class CodexOptions(CodingToolOptions):
+    tool_args: str = Field("", description="more of Codex's own flags, as on its command line; only these: "
+                           f"-c KEY=VALUE (--config) with KEY one of {', '.join(SAFE_CONFIG_KEYS)}; --disable FEATURE")
     catalog_model: str = Field(
         "gpt-5.5", description="for a model Codex does not know, the model of its bundled catalog whose "
         "metadata (tools, prompts, context window) it is given; empty: Codex's fallback (no apply_patch tool)")
@@ -91,7 +93,7 @@ def _item_event(item: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "reasoning":
         return {"type": "thinking", "text": item.get("text", "")}
     if kind == "command_execution":
-        return {"type": "command", "command": item.get("command", ""), "output": item.get("aggregated_output", ""),
+        return {"type": "output", "id": item.get("id"), "text": item.get("aggregated_output", ""),
                 "exit_code": item.get("exit_code"), "status": item.get("status")}
     if kind == "file_change":
         return {"type": "edit", "tool": "apply_patch", "changes": item.get("changes", []), "status": item.get("status")}
@@ -178,10 +180,14 @@ class CodexAgent(CodingToolAgent):
         kind = data.get("type")
         if kind == "thread.started":
             return {"type": "start", "tool": "codex", "version": VERSION, "thread_id": data.get("thread_id")}
+        item = data.get("item")
+        if kind == "item.started" and isinstance(item, dict) and item.get("type") == "command_execution":
+            # at its start, so that a command that validates is in the transcript of the step it makes
+            return {"type": "command", "id": item.get("id"), "command": item.get("command", "")}
         if kind in ("turn.started", "item.started", "item.updated"):
             return None  # the completed item says it all
-        if kind == "item.completed" and isinstance(data.get("item"), dict):
-            return _item_event(data["item"])
+        if kind == "item.completed" and isinstance(item, dict):
+            return _item_event(item)
         if kind == "turn.completed":
             return {"type": "result", "ok": True, "usage": data.get("usage")}
         if kind == "turn.failed":

@@ -20,9 +20,16 @@ PLACEHOLDER_KEY = "fmlbench-placeholder"
 API_BASE_ENV, API_KEY_ENV = "FMLBENCH_MINI_API_BASE", "FMLBENCH_MINI_API_KEY"
 # without an explicit limit its environment kills a command after 30 s, and a validation run takes longer
 _UNLIMITED_S = 24 * 3600
+# `mini -c KEY=VALUE` overrides of its configuration, for the keys that change how it works, never where its
+# calls go or what it may reach
+SAFE_KEYS = ("agent.step_limit", "agent.max_consecutive_format_errors", "model.model_kwargs.temperature",
+             "model.model_kwargs.top_p", "model.model_kwargs.max_tokens", "model.model_kwargs.reasoning_effort",
+             "model.set_cache_control", "environment.timeout")
 
 
 class MiniSweAgentOptions(CodingToolOptions):
+    tool_args: str = Field("", description="overrides of its configuration, KEY=VALUE as `mini -c` takes them; "
+                           f"KEY one of {', '.join(SAFE_KEYS)}")
     config: Literal["mini", "mini_textbased"] = Field(
         "mini", description="its shipped configuration: mini (v2's default: a bash tool call per action) or "
         "mini_textbased (v1's style: one fenced mswea_bash_command block per reply, no tools)")
@@ -129,12 +136,7 @@ class MiniSweAgent(CodingToolAgent):
     name = "mini-swe-agent"
     tool_name = "mini-swe-agent"
     protocols = ("anthropic", "openai")
-    # `mini -c KEY=VALUE` overrides of its configuration, for the keys that change how it works, never where
-    # its calls go or what it may reach
-    safe_flags = {key: True for key in (
-        "agent.step_limit", "agent.max_consecutive_format_errors", "model.model_kwargs.temperature",
-        "model.model_kwargs.top_p", "model.model_kwargs.max_tokens", "model.model_kwargs.reasoning_effort",
-        "model.set_cache_control", "environment.timeout")}
+    safe_flags = {key: True for key in SAFE_KEYS}
     Options = MiniSweAgentOptions
 
     def find_binary(self) -> str:
