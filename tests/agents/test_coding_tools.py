@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tomllib
@@ -22,6 +23,8 @@ from pathlib import Path
 import pytest
 from llm.fixtures import ANTHROPIC_KEY, OPENAI_KEY, TOY, api_keys  # noqa: F401 (fixture)
 from llm.wire_servers import ToolCall, Turn, WireServer
+
+from conftest import REPO, load_record
 
 from pytest_fmlbench.agent_host.working_copy import WORKDIR_INSIDE
 from pytest_fmlbench.agentkit import AgentLoadError, load_builtin, parse_agent_options
@@ -322,6 +325,54 @@ def test_mini_swe_agent_text_blocks_over_anthropic(task, tmp_path, api_keys):
     (rejected,) = of_type(first, "format_error")
     assert "Expected exactly 1 action, found 0" in rejected["text"]
     assert rejected["model_response"].startswith("THOUGHT: a reply without a command")
+
+
+# -- as users type it -----------------------------------------------------------------------------------
+
+CODING_AGENTS = ("claude-code", "codex", "mini-swe-agent")
+README_LINES = [shlex.split(line.split("#")[0]) for line in (REPO / "README.md").read_text().splitlines()
+                if line.startswith(tuple(f"pytest --agent={agent} " for agent in CODING_AGENTS))]
+
+
+def one_step_session(agent: str, options: dict[str, str]) -> list[Turn]:
+    """A session that validates the code as given once, then ends, in the tool's own way."""
+    validate = "fmlbench-validate 'as given'"
+    if agent == "claude-code":
+        return [Turn("", [ToolCall("Bash", {"command": validate, "description": "Validate"})]), Turn("Done.")]
+    if agent == "codex":
+        return [Turn("", [ToolCall("exec_command", {"cmd": validate, "yield_time_ms": 30000})]), Turn("Done.")]
+    if options.get("config") == "mini_textbased":
+        return [Turn(f"THOUGHT: measure.\n\n```mswea_bash_command\n{command}\n```")
+                for command in (validate, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
+    return [Turn("", [ToolCall("bash", {"command": command})])
+            for command in (validate, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
+
+
+def test_the_readme_shows_a_command_for_each_coding_agent():
+    assert {words[1].split("=")[1] for words in README_LINES} == set(CODING_AGENTS)
+
+
+@sandboxed
+@pytest.mark.parametrize("words", README_LINES, ids=[" ".join(w[1:3]) for w in README_LINES])
+def test_the_readme_commands(pytester, toy, bench, api_keys, words):
+    agent = words[1].split("=")[1]
+    (model,) = [w.split("=", 1)[1] for w in words if w.startswith("--model=")]
+    if not tool_installed(agent) and os.environ.get("FMLBENCH_REQUIRE_TOOLS") != "1":
+        pytest.skip(f"{agent}'s tool is not installed (make tools)")
+    options = dict(w.split("=", 1) for w in words[3:] if "=" in w and not w.startswith("-"))
+    anthropic = "--provider=anthropic" in words or model.startswith("claude")
+    with WireServer(*one_step_session(agent, options)) as wire:
+        # the README's command on the toy task, its model served by the loopback server, two steps
+        result = bench(*[w for w in words[1:] if w not in ("-k", "privacy")],
+                       f"--base-url={wire.url if anthropic else wire.url + '/v1'}", "--steps=2", "toy_task")
+    result.assert_outcomes(passed=1)
+    record = load_record(pytester.path)
+    assert (record["agent"], record["model"], record["status"]) == (agent, model, "finished")
+    assert record["end_reason"] == "agent ended" and record["steps_used"] == 1
+    for name, value in options.items():
+        given = record["agent_options"][name]
+        assert given == float(value) if isinstance(given, float) else given == value
+    assert wire.model_requests and all(r.model == model for r in wire.model_requests)
 
 
 # -- bad input: one line, before any step ------------------------------------------------------------
