@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, tools_dir
+from pytest_fmlbench.session import Session
 
 VERSION = "2.4.6"
 PLACEHOLDER_KEY = "fmlbench-placeholder"
@@ -164,16 +165,20 @@ class MiniSweAgent(CodingToolAgent):
         runner.write_text(textwrap.dedent(inspect.getsource(_runner)) + "\n\n_runner()\n")
         settings = {
             "config": self.options.config, "overrides": self.overrides(), "task": prompt, "model": model or "",
-            "protocol": self._protocol(), "api_base_env": API_BASE_ENV, "api_key_env": API_KEY_ENV,
+            "protocol": self.gateway_protocol, "api_base_env": API_BASE_ENV, "api_key_env": API_KEY_ENV,
             "timeout_s": int(self.options.wall_clock_s or _UNLIMITED_S),
         }
         (self.folder / "settings.json").write_text(json.dumps(settings))
         # -I: its own interpreter, blind to our PYTHONPATH and to the user's site-packages
         return [self.binary, "-I", str(runner), str(self.folder / "settings.json")]
 
-    def _protocol(self) -> str:
-        gateway = getattr(self, "_session", None) and self._session.gateway
-        return gateway["protocol"] if gateway else "openai"
+    # the gateway's protocol: litellm's model name and base URL depend on it
+    gateway_protocol = "openai"
+
+    def run(self, session: Session) -> None:
+        if session.gateway is not None:
+            self.gateway_protocol = session.gateway["protocol"]
+        super().run(session)
 
     def tool_env(self, base_url: str | None, model: str | None) -> dict[str, str]:
         return {
