@@ -251,6 +251,7 @@ def test_codex_with_catalog_model_empty_keeps_codex_fallback(task, tmp_path, api
     assert outcome.record.steps_used == 1 and outcome.record.end_reason == "agent ended"
     first = wire.model_requests[0].body
     assert "apply_patch" not in [t.get("name") for t in first["tools"]]
+    assert first["reasoning"]["effort"] == "high"  # the safe -c override reached the model
     errors = of_type(outcome.store.load_steps()[0].extra["transcript"], "error")
     assert any("Model metadata for `gpt-5.4` not found" in e["message"] for e in errors)
 
