@@ -191,6 +191,33 @@ def test_claude_code(task, tmp_path, api_keys):
     assert result["usage"]["output_tokens"] == 20 * 7
 
 
+@sandboxed
+@needs_tool("claude-code")
+def test_claude_code_resumed_is_a_new_session_told_what_the_recorded_steps_did(task, tmp_path, api_keys):
+    config = f"{WORKDIR_INSIDE}/config.json"
+    # the first session validates once, then its driver dies (the agent's process, as in a crash)
+    first = [Turn("", [ToolCall("Bash", {"command": f"printf '{BETTER_CONFIG.strip()}\\n' > {config} && "
+                                                     "fmlbench-validate 'first session'", "description": "Validate"})]),
+             Turn("", [ToolCall("Bash", {"command": "kill -KILL $(pgrep -f pytest_fmlbench.agent_host.child)",
+                                         "description": "Crash"})])]
+    with WireServer(*first) as wire, pytest.raises(RunError, match="process ended before the agent said it was done"):
+        run("claude-code", task, tmp_path, wire, provider="anthropic", model="claude-opus-4-1")
+    second = [Turn("", [ToolCall("Bash", {"command": "cat config.json && fmlbench-validate 'second session'",
+                                          "description": "Validate"})]), Turn("Done.")]
+    with WireServer(*second) as wire:
+        outcome = run("claude-code", task, tmp_path, wire, provider="anthropic", model="claude-opus-4-1")
+    record, steps = outcome.record, outcome.store.load_steps()
+    assert record.status == "finished" and record.end_reason == "agent ended" and record.resumed_from_step == 1
+    assert [s.plan for s in steps] == ["first session", "second session"] and record.steps_used == 2
+    # a new conversation, not a replay: its first request is the task prompt, which summarises step 1
+    opening = wire.model_requests[0]
+    assert len(opening.body["messages"]) == 1 and "What this run did before" in opening.text
+    assert f"step 1: accuracy = {steps[0].metric:.6g} (note: first session)" in opening.text
+    # its working copy holds the files of the recorded step
+    assert BETTER_CONFIG.strip() in wire.model_requests[1].tool_outputs[0]
+    assert len(wire.model_requests) == 2
+
+
 # -- Codex CLI ---------------------------------------------------------------------------------------
 
 def codex_script(task) -> list[Turn]:
