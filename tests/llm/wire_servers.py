@@ -27,6 +27,8 @@ What it serves (the API is told by the path; a query such as ``?beta=true`` is i
   JSON string, a ``call_id`` to answer with ``function_call_output``); a stream sends
   ``response.created``, ``response.in_progress``, ``response.output_item.added``/``.done``, text and
   argument deltas, and ``response.completed`` with the usage.
+- ``GET .../models/ID`` (the model check the plugin makes before a run, with either SDK): the model, so that
+  a whole ``pytest --agent=...`` run can start against this server. Not a model call.
 - Anything else: 404 in the error shape of the API the path suggests, recorded like every request.
 
 A ``Turn`` is ``text`` and/or ``tool_calls`` (``ToolCall(name, arguments)``; the arguments dict is
@@ -499,6 +501,12 @@ def _handler_for(server: WireServer):
         def _serve(self) -> None:
             request = self._request()
             server._record(request)
+            if request.method == "GET" and "/models/" in request.path:
+                model = request.path.rsplit("/models/", 1)[1]
+                # both SDKs' shapes in one: Anthropic reads type/display_name, OpenAI object/owned_by
+                return self._send_json(200, {"id": model, "type": "model", "display_name": model,
+                                             "created_at": "2025-01-01T00:00:00Z", "object": "model", "created": 0,
+                                             "owned_by": "wire-server"})
             if request.api is None:
                 return self._send_json(404, error_payload(
                     "anthropic" if "anthropic-version" in request.headers else None, 404,
