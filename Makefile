@@ -32,6 +32,10 @@ NPM ?= npm
 
 tools: $(MINI_STAMP)
 	@if [ -f $(NPM_TOOLS_STAMP) ]; then :; \
+	elif ! command -v $(NPM) >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	     [ "$(NPM)" = npm ]; then \
+	  echo "installing npm (Claude Code and Codex are npm packages), then the tools"; \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq nodejs npm >/dev/null && $(MAKE) --no-print-directory tools; \
 	elif ! command -v $(NPM) >/dev/null 2>&1; then \
 	  echo "npm is missing: --agent=claude-code and --agent=codex need it to install their tools (Debian/Ubuntu:" \
 	       "apt-get install nodejs npm), then run make tools again"; \

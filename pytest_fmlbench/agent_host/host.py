@@ -66,13 +66,18 @@ def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, ste
             outcome = _own_process(proc, dispatcher, budget)
         if dispatcher.fatal is not None:
             raise dispatcher.fatal
-        stop_reason = dispatcher.stop_reason or lent.stop_reason()
+        tool_stop = lent.stop_reason()
+        stop_reason = dispatcher.stop_reason or tool_stop
     finally:
         lent.close()
     if stop_reason and outcome.kind == "finished":
         # an agent that caught the budget's RunStopped (or whose tool met the gateway's refusal) and said it
         # finished was still stopped by it
         return AgentOutcome("stopped", stop_reason)
+    if tool_stop and outcome.kind == "failed":
+        # a tool that gives up at the gateway's refusal (Claude Code exits 1 at a 403) was stopped by the
+        # budget, also before its first step; how it ended stays in the record's detail
+        return AgentOutcome("stopped", tool_stop, outcome.detail or outcome.reason, outcome.caught)
     return outcome
 
 

@@ -193,6 +193,26 @@ def test_claude_code(task, tmp_path, api_keys):
 
 @sandboxed
 @needs_tool("claude-code")
+def test_a_tool_refused_by_the_token_budget_before_its_first_step_is_stopped_not_an_error(task, tmp_path, api_keys):
+    # the first call alone (120 tokens) crosses --max-tokens=50: the gateway refuses the second, Claude Code
+    # exits at that 403 before any fmlbench-validate
+    cls = load_builtin("claude-code")
+    settings = LLMSettings(model="claude-opus-4-1", provider="anthropic", backoff_s=0.001, timeout_s=30.0,
+                           retries=1, max_tokens=50)
+    turns = [Turn("", [ToolCall("Bash", {"command": "ls", "description": "List files"})]), Turn("Done.")]
+    with WireServer(*turns) as wire:
+        settings = settings.model_copy(update={"base_url": wire.url})
+        outcome = execute(task, 0, RunSettings(
+            agent_cls=cls, agent_name="claude-code", agent_options=cls.Options(), out_dir=tmp_path / "out", steps=STEPS,
+            model="claude-opus-4-1", provider="anthropic", llm_factory=make_llm_factory(settings)))
+    record = outcome.record
+    assert len(wire.model_requests) == 1
+    assert record.status == "stopped" and "max-tokens 50 exceeded" in record.stop_reason, (record.status, record.error)
+    assert record.steps_used == 0 and record.usage.total_tokens == 120 and record.test_metric is not None
+
+
+@sandboxed
+@needs_tool("claude-code")
 def test_claude_code_resumed_is_a_new_session_told_what_the_recorded_steps_did(task, tmp_path, api_keys):
     config = f"{WORKDIR_INSIDE}/config.json"
     # the first session validates once, then its driver dies (the agent's process, as in a crash)
