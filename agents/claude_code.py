@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, tools_dir
+from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, json_object, text_event, tools_dir
 
 VERSION = "2.1.328"
 PLACEHOLDER_KEY = "fmlbench-placeholder"
@@ -132,12 +132,9 @@ class ClaudeCodeAgent(CodingToolAgent):
         return env
 
     def transcript_event(self, line: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            return {"type": "text", "text": line}
-        if not isinstance(data, dict):
-            return {"type": "text", "text": line}
+        data = json_object(line)
+        if data is None:
+            return text_event(line)
         kind, message = data.get("type"), data.get("message") or {}
         if kind == "assistant":
             blocks = message.get("content") or []

@@ -13,7 +13,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, ToolError, tools_dir
+from pytest_fmlbench.agentkit.coding_tool import (
+    CodingToolAgent, CodingToolOptions, ToolError, json_object, text_event, tools_dir,
+)
 
 VERSION = "0.169.0"
 PLACEHOLDER_KEY = "fmlbench-placeholder"
@@ -171,12 +173,9 @@ class CodexAgent(CodingToolAgent):
         return path
 
     def transcript_event(self, line: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            return {"type": "text", "text": line}
-        if not isinstance(data, dict):
-            return {"type": "text", "text": line}
+        data = json_object(line)
+        if data is None:
+            return text_event(line)
         kind = data.get("type")
         if kind == "thread.started":
             return {"type": "start", "tool": "codex", "version": VERSION, "thread_id": data.get("thread_id")}

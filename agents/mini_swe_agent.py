@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, tools_dir
+from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions, json_object, text_event, tools_dir
 from pytest_fmlbench.session import Session
 
 VERSION = "2.4.6"
@@ -189,9 +189,6 @@ class MiniSweAgent(CodingToolAgent):
         }
 
     def transcript_event(self, line: str) -> dict[str, Any] | None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return {"type": "text", "text": line}
-        return event if isinstance(event, dict) and "type" in event else {"type": "text", "text": line}
+        event = json_object(line)
+        return event if event is not None and "type" in event else text_event(line)
 

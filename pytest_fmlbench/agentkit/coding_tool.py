@@ -113,6 +113,20 @@ class CodingToolOptions(AgentOptions):
         return value
 
 
+def json_object(line: str) -> dict[str, Any] | None:
+    """A line of a tool's output that is one JSON object, parsed; None for any other line."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def text_event(line: str) -> dict[str, Any]:
+    """A line of a tool's output that is not one of its events, kept as text."""
+    return {"type": "text", "text": line}
+
+
 class CodingToolAgent(Agent):
     """Runs a general coding tool in a working copy of the workspace; each fmlbench-validate call is a step."""
 
@@ -166,14 +180,8 @@ class CodingToolAgent(Agent):
     def transcript_event(self, line: str) -> dict[str, Any] | None:
         """One line of the tool's output as a transcript event, or None to leave it out. By default a JSON
         object line is kept as it is, anything else as text."""
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                event = None
-            if isinstance(event, dict):
-                return event
-        return {"type": "text", "text": line}
+        event = json_object(line)
+        return event if event is not None else text_event(line)
 
     def missing(self, looked: str) -> ToolError:
         """The one-line error for a tool that is not installed."""
