@@ -30,6 +30,8 @@ programs in set order where ties arise, this in insertion order.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, ValidationInfo, field_validator
 
 from pytest_fmlbench.agentkit import Agent, tail
@@ -44,6 +46,10 @@ ANALYSIS_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) c
 
 
 class OpenEvolveOptions(EditorOptions, LoopErrorOptions):
+    baseline_seed: Literal["measured", "declared"] = Field(
+        "measured", description="the value the islands' baseline seeds start at: 'measured' = one validation "
+        "run of the baseline code outside the step budget, which also competes for the final test (the port's); "
+        "'declared' = the task's declared baseline validation value, no run (ours earlier)")
     num_islands: int = Field(3, ge=1, description="islands evolving apart (upstream: 5)")
     feature_bins: int = Field(5, ge=1, description="bins per MAP-Elites feature (upstream: 10)")
     archive_size: int = Field(30, ge=1, description="fittest programs kept in the elite archive (upstream: 100)")
@@ -101,13 +107,24 @@ class _Evolution:
                                  max_output_tokens=options.max_output_tokens, mode=options.editor)
 
     def seed(self) -> dict:
-        files = self.s.baseline_files
+        """Every island starts with the baseline program, at one value: measured (the port's) or declared."""
+        files, task = self.s.baseline_files, self.s.task
+        if self.o.baseline_seed == "measured":
+            # the port's _seed_population: one validation run of the baseline, outside the step budget
+            measured = self.s.run_baseline()
+            metric = measured.metric if measured.success else None
+            buggy = not measured.success or measured.metric is None
+            source = "measured: the baseline code's validation run outside the step budget (step 0)"
+        else:
+            metric, buggy = task.baseline.val, False
+            source = "declared: the task's baseline validation value (no run)"
         for island in range(self.o.num_islands):
-            self.pop.add(Program(id=f"seed{island}", code=join_code(files), island=island,
-                                 metric=self.s.task.baseline.val, description="baseline",
-                                 complexity=_complexity(files), diversity=0.5))
-        return {"programs": [f"seed{i}" for i in range(self.o.num_islands)], "metric": self.s.task.baseline.val,
-                "source": "the task's declared baseline validation value (costs no step)"}
+            # the port's seed keeps no error output: a debug of it is told "(No error captured.)"
+            self.pop.add(Program(id=f"seed{island}", code=join_code(files), island=island, metric=metric,
+                                 buggy=buggy, description="baseline", complexity=_complexity(files),
+                                 diversity=0.5))
+        return {"programs": [f"seed{i}" for i in range(self.o.num_islands)], "metric": metric, "buggy": buggy,
+                "source": source}
 
     def run(self) -> None:
         seeded = self.seed()
