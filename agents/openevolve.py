@@ -2,7 +2,10 @@
 FML-bench ports it.
 
 The population (``pytest_fmlbench.agentkit.map_elites``) starts with the baseline on every island, at
-the task's declared baseline validation value (the port evaluates it outside the step budget). Each
+the value one validation run of the baseline code measured, outside the step budget, as the port's
+``_seed_population`` (``session.run_baseline``; ``baseline_seed=declared``: the task's declared value, no
+run). That run competes for the final test, as the port tests its population's best program: the
+baseline code, until a step beats it strictly. Each
 generation samples a parent for every island at once (exploration / exploitation / fitness-weighted,
 0.2/0.7/0.1), with inspirations and the island's top programs, then runs one step per island: a buggy
 parent of debug depth < ``max_debug_depth`` is debugged with probability ``debug_prob`` (the port's
@@ -20,10 +23,8 @@ port's "(analysis failed: ...)". An exception inside the evolution loop ends it,
 its final test on the best code so far, as the port's ``except Exception`` does (recorded in the run's
 ``caught_errors``; ``loop_error=crash``: the run ends as an error).
 
-Where this differs from the port otherwise: the port runs the baseline once outside the budget and seeds
-the islands with what it measured, so its final test falls back to the baseline code when no step beats
-that measurement; here the seeds carry the declared value and the final test takes the best step.
-Program ids are the step's (``s12``, ``seed0``) where the port's are random; the port draws its random
+Where this differs from the port otherwise: when the baseline run and every step failed, the harness
+tests the baseline code (the port runs no final test without a good program). Program ids are the step's (``s12``, ``seed0``) where the port's are random; the port draws its random
 numbers from Python's unseeded generator, this from the run's seeded one, and it lists an island's
 programs in set order where ties arise, this in insertion order.
 """
