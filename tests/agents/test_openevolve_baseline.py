@@ -21,7 +21,9 @@ import pytest
 from llm.fake_llm import Say, Seen
 from llm.fixtures import TOY, api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO, file_block
+from pytest_fmlbench.reports.html import render_html
 from pytest_fmlbench.runner import RunError
+from pytest_fmlbench.scoring.runs import labels
 
 WORSE = {"lr": -0.5, "epochs": 10}      # 0.27
 TIED = {"lr": 0.001, "epochs": 1}       # 0.76, other code than the baseline's
@@ -81,6 +83,10 @@ def test_the_baseline_runs_once_outside_the_budget_and_seeds_the_islands(evolve,
     assert record.best_step == 2 and record.best_val == 0.76  # the best step, as the port's summary has it
     # so the port's final test takes the seed's code, the baseline's: its measured test value is credited
     assert record.test_on_baseline and record.test_metric is not None
+    # the tables' note and the HTML report say so
+    assert "tested the baseline code (no step beat its measured validation value)" in labels(record)
+    page = render_html([(record, steps, run.dir)], encoder="none")
+    assert "baseline run, outside the step budget:\n0.76; the final test ran the baseline code" in page
 
 
 def test_a_step_that_beats_the_measured_baseline_takes_the_final_test(evolve, fake_llm):
