@@ -17,6 +17,7 @@ from .executor import CommandResult, format_command, run_command
 from . import isolation
 from .integrity import Manifest, sha256_file
 from .isolation import artifacts, selfcheck
+from .datacache import DataCache
 from .spec import Task
 
 
@@ -64,8 +65,11 @@ _BLOCKED = re.compile(
 class Workspace:
     """``<dir>/workspace`` (the agent's copy), ``<dir>/private`` (harness only), ``<dir>/out`` (artefacts)."""
 
-    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True):
+    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True,
+                 data: DataCache | None = None):
         self.task = task
+        # a full-profile task's data cache: its folder is the harness's {data}, never shown to an experiment
+        self.data = data
         self.sandboxed = sandboxed
         self.root = root
         self.path = root / "workspace"
@@ -78,7 +82,8 @@ class Workspace:
         self._private_hashes: dict[str, str] = {}
 
     @classmethod
-    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True) -> Workspace:
+    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True,
+               data: DataCache | None = None) -> Workspace:
         """A fresh copy of the baseline with its visible data prepared."""
         if root.exists():
             shutil.rmtree(root)
@@ -88,7 +93,7 @@ class Workspace:
         (root / "private").mkdir()
         (root / "verdicts").mkdir()
         (root / "evidence").mkdir()
-        ws = cls(task, root, env, logs, sandboxed)
+        ws = cls(task, root, env, logs, sandboxed, data)
         result = ws._harness("prepare", "val", ws.out_dir("val"), log_name=f"{root.name}_prepare_val")
         if not result.ok:
             raise HarnessError(result.describe_failure(f"{task.id}: prepare (val)", task.spec.timeout_s))
@@ -120,6 +125,7 @@ class Workspace:
         return {
             "workspace": self.path, "harness": self.task.harness_dir, "split": split, "out": out,
             "private": self.private, "result": result or out / "result.json",
+            "scale": self.data.scale if self.data else "full", "data": self.data.base if self.data else "",
         }
 
     def _harness(self, command: str, split: str, out: Path, log_name: str, result: Path | None = None) -> CommandResult:
@@ -136,8 +142,11 @@ class Workspace:
     def _view(self, out: Path) -> isolation.ExperimentView:
         return isolation.ExperimentView(
             workspace=self.path, out=out, read_only=self._protected_paths(),
-            hidden=[self.task.root, self.root.parent], gpus=self._gpus(), hide_data=tuple(self.task.spec.sandbox.hide),
+            hidden=[self.task.root, self.root.parent, *self._data_hidden()], gpus=self._gpus(), hide_data=tuple(self.task.spec.sandbox.hide),
         )
+
+    def _data_hidden(self) -> list[Path]:
+        return [self.data.root] if self.data else []
 
     def _gpus(self) -> tuple[str, ...]:
         return tuple(d for d in self.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d)
