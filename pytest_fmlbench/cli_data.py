@@ -61,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         full, smoke = DataCache(root, "full"), DataCache(root, "smoke")
         for task in tasks:
-            console.print(f"{task.id}: {task.spec.title}")
+            console.print(f"{task.id}: {task.spec.title}", soft_wrap=True, markup=False)
             for artifact in task.spec.data:
                 state = "cached" if full.check(artifact) is None else "not cached"
                 fixture = "fixture written" if smoke.check(artifact) is None else "no fixture"
                 console.print(f"  {artifact.name:24} {artifact.size_text():>10}  {state}, {fixture}  "
-                              f"{artifact.description}")
+                              f"{artifact.description}", soft_wrap=True, markup=False)
         return 0
     if args.action == "fixtures":
         outcomes = write_fixtures(artifacts, DataCache(root, "smoke"))

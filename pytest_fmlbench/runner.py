@@ -190,6 +190,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         prior_wall = previous.wall_clock_s
 
     spec = task.spec
+    cache = settings.data_cache(task)
     record = RunRecord(
         run_id=run_id, task=task.id, task_version=spec.version, task_fingerprint=task.fingerprint,
         domain=spec.domain, agent=settings.agent_name,
@@ -222,8 +223,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
                     spec.metric.direction, spec.normalization.scale(spec.baseline.val))
     live.update(action="preparing")
     try:
-        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed,
-                                  settings.data_cache(task))
+        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed, cache)
         search.check_sandbox_view()
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
