@@ -72,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
         outcomes = write_fixtures(artifacts, DataCache(root, "smoke"))
     else:
         total = sum(a.size or 0 for a in artifacts)
-        console.print(f"fetching {len(artifacts)} artefact(s), {human_size(total)} in files, into {root}")
+        console.print(f"fetching {len(artifacts)} artefact(s), {human_size(total)} in files, into {root}", soft_wrap=True,
+                      markup=False)
         outcomes = fetch_all(artifacts, DataCache(root, "full"), console)
     failed = [o for o in outcomes if o.action == "failed"]
     for outcome in outcomes:
         line = f"{outcome.artifact.name}: {outcome.action}"
-        console.print(f"{line}: {outcome.detail}" if outcome.detail else line, markup=False)
+        console.print(f"{line}: {outcome.detail}" if outcome.detail else line, markup=False, soft_wrap=True)
     return 1 if failed else 0
 
 

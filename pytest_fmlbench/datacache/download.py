@@ -10,6 +10,7 @@ place, checked out at the pinned commit, checked, and renamed into place.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import subprocess
@@ -34,7 +35,12 @@ Progress = Callable[[int, int | None, bool], None]
 
 
 class FetchError(RuntimeError):
-    """An artefact could not be fetched and verified; one line, nothing kept in the cache."""
+    """An artefact could not be fetched and verified; one line, nothing kept in the cache (but a partial
+    download that only lost its connection, which the next fetch resumes)."""
+
+    def __init__(self, message: str, resumable: bool = False):
+        super().__init__(message)
+        self.resumable = resumable
 
 
 class _Transient(Exception):
@@ -62,6 +68,8 @@ def fetch_file(artifact: Artifact, cache: DataCache, progress: Progress) -> Path
         try:
             _download(url, part, artifact.size, token, progress)
         except FetchError as exc:
+            if not exc.resumable:
+                part.unlink(missing_ok=True)
             problems.append(str(exc))
             continue
         digest = _sha256(part)
@@ -96,7 +104,7 @@ def _download(url: str, part: Path, size: int | None, token: str | None, progres
             last = f"{got} bytes arrived, expected {size}"
             continue
         return
-    raise FetchError(f"{url}: {last}")
+    raise FetchError(f"{url}: {last}", resumable=True)
 
 
 def _copy_from(url: str, part: Path, offset: int, size: int | None, token: str | None, progress: Progress) -> None:
@@ -138,8 +146,8 @@ def _copy_from(url: str, part: Path, offset: int, size: int | None, token: str |
         with open(part, "ab" if resumed else "wb") as dst:
             try:
                 _stream(response.read, dst, progress, size, offset)
-            except OSError as exc:
-                raise _Transient(f"connection lost ({exc})") from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise _Transient(f"connection lost ({type(exc).__name__})") from None
 
 
 def _stream(read, dst, progress: Progress, size: int | None, offset: int) -> None:
