@@ -320,7 +320,9 @@ def load_task(task_yaml: Path) -> Task:
         raise TaskSpecError(f"{where}: a full-profile task lives in a folder named {FULL_FOLDER!r} inside its small "
                             f"task's folder, not in {root.name!r}")
     if spec.id != expected:
-        raise TaskSpecError(f"{where}: field 'id': {spec.id!r} must be {expected!r} (from the folder's name)")
+        rule = ("must match the folder name" if spec.profile == "small" else "must be its small task's folder name "
+                "+ '_full':")
+        raise TaskSpecError(f"{where}: field 'id': {spec.id!r} {rule} {expected!r}")
     for sub in ("workspace", "harness"):
         if not (root / sub).is_dir():
             raise TaskSpecError(f"{where}: the task folder has no {sub}/ directory")
