@@ -135,3 +135,5 @@ def test_fetch_fails_closed_on_a_wrong_checksum_then_fetches_the_right_bytes(pyt
     assert done.returncode == 0 and "cifar-10-python: fetched" in done.stdout, done.stdout + done.stderr
     assert (data_root / "cifar-10-python" / "cifar-10-python.tar.gz").read_bytes() == fixture.read_bytes()
     assert "cifar-10-python: cached" in fmlbench(*args).stdout
+    listing = fmlbench("data", "list", "-k", "privacy and lite", "--suite", str(pytester.path / "task_suites")).stdout
+    assert re.search(r"^  cifar-10-python +[\d.]+ KB  cached, no fixture  CIFAR-10", listing, re.M), listing
