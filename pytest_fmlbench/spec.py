@@ -186,6 +186,31 @@ class Original(_Strict):
     pinned_commit: str | None = Field(None, description="the upstream repository's commit the original pins")
 
 
+class UpstreamFiles(_Strict):
+    """Files of a git artefact's checkout that every fresh workspace holds, at the same relative paths.
+
+    The original's editable surface is often a file of the upstream repository itself (DomainBed's
+    ``domainbed/algorithms.py``); it cannot ship in the task folder (it is that project's code), so the
+    workspace receives it from the verified checkout in the data cache before the harness prepares data.
+    """
+
+    artifact: str = Field(description="the name of one of the task's git artefacts")
+    paths: list[str] = Field(min_length=1, description="files or folders inside its checkout")
+
+    @field_validator("paths")
+    @classmethod
+    def _relative_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            p = Path(path)
+            if not path or p.is_absolute() or ".." in p.parts or p.parts[0] == ".git":
+                raise ValueError(f"{path!r} must be a relative path inside the checkout, outside .git")
+        return value
+
+    def covers(self, workspace_path: str) -> bool:
+        """Whether ``workspace_path`` (a file or a glob) lies inside what this copy brings."""
+        return any(workspace_path == p or workspace_path.startswith(p.rstrip("/") + "/") for p in self.paths)
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     version: int = 1
@@ -210,13 +235,19 @@ class TaskSpec(_Strict):
     sandbox: Sandbox = Sandbox()
     original: Original | None = None
     data: list[Artifact] = Field([], description="artefacts fetched by `fmlbench data fetch` (full profile)")
+    upstream: list[UpstreamFiles] = Field([], description="files of git artefacts copied into every fresh "
+                                          "workspace (full profile)")
 
     @model_validator(mode="after")
     def _full_profile_declares_its_scale(self) -> TaskSpec:
         if self.profile != "full":
-            if self.data or self.original:
-                raise ValueError("'data' and 'original' belong to full-profile tasks")
+            if self.data or self.original or self.upstream:
+                raise ValueError("'data', 'original' and 'upstream' belong to full-profile tasks")
             return self
+        git = {a.name for a in self.data if a.kind == "git"}
+        for copy in self.upstream:
+            if copy.artifact not in git:
+                raise ValueError(f"upstream: {copy.artifact!r} is not one of the task's git artefacts")
         missing = [name for name, value in (("original", self.original), ("resources.gpus", self.resources.gpus),
                                             ("resources.gpu_memory_gb", self.resources.gpu_memory_gb),
                                             ("expected_duration_s", self.expected_duration_s)) if not value]
@@ -326,11 +357,14 @@ def load_task(task_yaml: Path) -> Task:
     for sub in ("workspace", "harness"):
         if not (root / sub).is_dir():
             raise TaskSpecError(f"{where}: the task folder has no {sub}/ directory")
+    def from_upstream(path: str) -> bool:  # arrives from a git artefact when a workspace is made
+        return any(copy.covers(path) for copy in spec.upstream)
+
     for path in spec.editable:
-        if not (root / "workspace" / path).is_file():
+        if not (root / "workspace" / path).is_file() and not from_upstream(path):
             raise TaskSpecError(f"{where}: field 'editable': {path!r} does not exist in workspace/")
     for pattern in spec.protected:
-        if not any((root / "workspace").glob(pattern)):
+        if not any((root / "workspace").glob(pattern)) and not from_upstream(pattern):
             raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
     for resource in spec.sandbox.hide:
         try:

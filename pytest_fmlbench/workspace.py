@@ -90,6 +90,7 @@ class Workspace:
         root.mkdir(parents=True)
         shutil.copytree(task.workspace_dir, root / "workspace", symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
+        copy_upstream(task, data, root / "workspace")
         (root / "private").mkdir()
         (root / "verdicts").mkdir()
         (root / "evidence").mkdir()
@@ -239,6 +240,31 @@ class Workspace:
                 f"{c.name} ({c.detail or f'value {c.value} vs limit {c.limit}'})" for c in broken
             )
         return outcome
+
+
+def copy_upstream(task: Task, data: DataCache | None, workspace: Path) -> None:
+    """The task's ``upstream`` files, from its verified git checkouts into a fresh workspace.
+
+    Preflight has checked each checkout (its pinned commit, no local changes) before any workspace is
+    made; links inside it are copied as links, and the sandbox never follows one out of the workspace.
+    """
+    if not task.spec.upstream:
+        return
+    if data is None:
+        raise HarnessError(f"{task.id}: its workspace needs files from the data cache, and no cache is set")
+    artifacts = {a.name: a for a in task.spec.data}
+    for copy in task.spec.upstream:
+        checkout = data.path(artifacts[copy.artifact])
+        for rel in copy.paths:
+            source, target = checkout / rel, workspace / rel
+            if source.is_symlink() or not (source.is_file() or source.is_dir()):
+                raise HarnessError(f"{task.id}: {copy.artifact} has no file or folder {rel!r} at {checkout}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(source, target)
 
 
 def protected_paths(root: Path, patterns: list[str]) -> list[Path]:

@@ -116,3 +116,33 @@ def test_a_small_task_cannot_declare_artefacts(task_dir):
                                                       "sha256": "0" * 64, "size": 1, "description": "x"}]))
     with pytest.raises(TaskSpecError, match="belong to full-profile tasks"):
         load_task(path)
+
+
+@pytest.mark.parametrize(
+    "upstream, problem",
+    [
+        ([{"artifact": "cifar-10-python", "paths": ["algorithm.py"]}], "not one of the task's git artefacts"),
+        ([{"artifact": "cifar-10-python", "paths": ["../outside.py"]}], "relative path inside the checkout"),
+        ([{"artifact": "cifar-10-python", "paths": []}], "at least 1 item"),
+    ],
+)
+def test_upstream_files_come_from_a_git_artefact_of_the_task(full_dir, upstream, problem):
+    path = mutate(full_dir, lambda r: r.update(upstream=upstream))
+    with pytest.raises(TaskSpecError, match=problem) as info:
+        load_task(path)
+    assert "\n" not in str(info.value)
+
+
+def test_editable_files_may_arrive_from_upstream_but_nothing_else_may_be_missing(full_dir):
+    repo = {"name": "upstream", "kind": "git", "urls": ["https://example.invalid/upstream.git"], "commit": "0" * 40,
+            "fixture": "domainbed_repo", "description": "an upstream repository"}
+
+    def declare(editable: list[str]):
+        def change(raw):
+            raw["data"] = [a for a in raw["data"] if a["name"] != "upstream"] + [repo]
+            raw.update(editable=editable, upstream=[{"artifact": "upstream", "paths": ["pkg/lib", "pkg/method.py"]}])
+        return change
+
+    assert load_task(mutate(full_dir, declare(["pkg/method.py", "pkg/lib/helper.py"]))).spec.upstream[0].paths
+    with pytest.raises(TaskSpecError, match="'pkg/other.py' does not exist in workspace/"):
+        load_task(mutate(full_dir, declare(["pkg/method.py", "pkg/other.py"])))

@@ -55,3 +55,17 @@ def cifar10_python(path: Path) -> None:
             b"num_cases_per_batch": PER_BATCH, b"num_vis": 3072}
     members["cifar-10-batches-py/batches.meta"] = pickle.dumps(meta, protocol=2)
     _tar_gz(path, members)
+
+
+def mnist_npz(path: Path) -> None:
+    """Keras's ``mnist.npz``: ``x_train``/``y_train``/``x_test``/``y_test`` (see ``taskkit.mnist``)."""
+    from . import mnist
+
+    mnist.write_fixture(path)
+
+
+def domainbed_repo(path: Path) -> None:
+    """A repository in DomainBed's layout with a stand-in of the interface its tasks use (``standins/domainbed``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "domainbed", "DomainBed stand-in")
