@@ -73,7 +73,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m lite --junitxml=reports/demo.xml
+	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m "small and lite" --junitxml=reports/demo.xml
 
 test: setup browser
 	$(PY) -m pytest tests -n 2 --dist worksteal

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cli_agents, cli_compare
+from . import cli_agents, cli_compare, cli_data
 from .report import find_run_dirs, load_runs, render, write_csvs
 from .reports import summary
 
@@ -142,6 +142,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     ("report", "write a static HTML report of the runs under RUN_DIR...", add_report_arguments, run_report),
     cli_agents.COMMAND,
     cli_compare.COMMAND,
+    cli_data.COMMAND,
 ]
 
 
@@ -152,6 +153,7 @@ EPILOG = """examples:
   fmlbench report reports/fmlbench/runs --html report.html
   fmlbench agents                                the built-in agents and their options
   fmlbench compare last reports/fmlbench/runs    task by task deltas against the last saved session
+  fmlbench data fetch -k lite                    the full-profile Lite tasks' data, into $FMLBENCH_DATA
 
 'fmlbench COMMAND --help' describes one command."""
 

@@ -13,7 +13,7 @@ import pytest
 from .record import RunRecord, RunStore
 from .runner import RunBusy, RunError, RunOutcome, execute, run_dir_for
 from .scoring import ni_test
-from .spec import TASK_FILE, Task, TaskSpecError, load_task
+from .spec import FULL_FOLDER, TASK_FILE, Task, TaskSpecError, load_task
 
 BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
 # how an item's run is carried out: runner.execute here, a Slurm job's result under --slurm
@@ -45,6 +45,10 @@ class TaskDirectory(pytest.Directory):
             if self.config.stash.get(BENCH_KEY, None) is None:
                 item.add_marker(pytest.mark.skip(reason=NO_AGENT))
             yield item
+        full = self.path / FULL_FOLDER
+        if spec.profile == "small" and (full / TASK_FILE).is_file():
+            # the task at the original's scale, a task of its own (id <id>_full, marker full)
+            yield TaskDirectory.from_parent(self, path=full)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, self.CollectError):

@@ -75,8 +75,10 @@ def harness_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments every harness script and experiment driver accepts (unused ones are None)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--split", choices=["val", "test"], required=True)
-    for name in ("workspace", "out", "private", "result"):
+    for name in ("workspace", "out", "private", "result", "data"):
         parser.add_argument(f"--{name}", type=Path)
+    # full-profile tasks: "smoke" runs the code path for a few batches on fixture data
+    parser.add_argument("--scale", choices=["full", "smoke"], default="full")
     return parser.parse_args(argv)
 
 
@@ -137,6 +139,14 @@ def split_indices(n: int, config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
     order = np.random.default_rng(config.val_seed).permutation(n)
     n_val = max(1, int(round(n * config.val_ratio)))
     return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def original_split_indices(n: int, config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The original FML-bench's train/val cut of ``n`` visible examples (full-profile image tasks):
+    ``RandomState(val_seed).permutation(n)``, its first ``int(n * val_ratio)`` are val (positions, unsorted)."""
+    order = np.random.RandomState(config.val_seed).permutation(n)
+    n_val = int(config.val_ratio * n)
+    return order[n_val:], order[:n_val]
 
 
 def write_result(

@@ -73,6 +73,11 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--fmlbench-html", metavar="FILE",
                     help="at the end of the session, write a static HTML report of its runs here (tables, each "
                     "task's best-so-far curve, every step with its code diff); opens from disk, no network")
+    group.addoption("--scale", choices=["full", "smoke"], default="full",
+                    help="full-profile tasks (-m full): 'full' runs them at the original's scale on the data that "
+                    "'fmlbench data fetch' put in $FMLBENCH_DATA (default ~/.cache/fmlbench/data); 'smoke' runs the "
+                    "same code for a few batches on CPU, on the small stand-ins of 'fmlbench data fixtures' (a check "
+                    "of the code path, recorded as scale 'smoke', never a result). Small-profile tasks ignore it.")
     group.addoption("--fresh", action="store_true", help="recompute runs instead of reusing recorded ones")
     group.addoption("--no-sandbox", action="store_true",
                     help="run experiments WITHOUT the bubblewrap sandbox (by default each experiment sees only "
@@ -128,7 +133,7 @@ class BenchConfig:
             log=log.info,
             budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
             agent_mode=agent.mode, agent_locator=agent.locator, agent_limits=_agent_limits(config),
-            agent_needs=agent.needs,
+            agent_needs=agent.needs, scale=config.getoption("scale"),
         )
         return cls(settings, seeds)
 

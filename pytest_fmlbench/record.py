@@ -163,6 +163,9 @@ class RunRecord(BaseModel):
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime | None = None
     devices: list[str] = []
+    # a full-profile task's scale: "full" (the original's data and scale) or "smoke" (fixture data, a few
+    # batches: a check of the code path, never a result); None for small-profile tasks and older records
+    scale: str | None = None
     # how experiments were isolated: "bwrap" (the default), "unsandboxed" (--no-sandbox); None in
     # records written before isolation existed
     sandbox: str | None = None

@@ -20,7 +20,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from . import devices, isolation
+from . import datacache, devices, isolation
+from .datacache import DataCache, default_root
 from .agent_host import host
 from .agent_host.launcher import AgentLimits
 from .agent_host.locate import AgentLocator, locate_class
@@ -79,6 +80,15 @@ class RunSettings:
     # starts the LLM gateway a tool's model calls go through: (LLM client, socket path) -> a started gateway
     # (close(), protocol); None: the harness's own (agent_host.gateway_binding.start_gateway)
     gateway_factory: Callable[[Any, Path], Any] | None = None
+    # full-profile tasks: "full" (the original's scale) or "smoke" (fixtures, a few batches); and the data
+    # cache's root (None: $FMLBENCH_DATA or ~/.cache/fmlbench/data)
+    scale: str = "full"
+    data_root: Path | None = None
+
+    def data_cache(self, task: Task) -> DataCache | None:
+        if task.spec.profile != "full":
+            return None
+        return DataCache(self.data_root or default_root(), self.scale)  # type: ignore[arg-type]
 
     def identity(self, task: Task, seed: int) -> dict[str, Any]:
         return {
@@ -86,7 +96,7 @@ class RunSettings:
             "agent": self.agent_name, "agent_options": self.agent_options.model_dump(mode="json"),
             "model": self.model, "provider": self.provider, "seed": seed, "steps": self.steps,
             "sandbox": self.sandbox_label, "agent_process": self.agent_process_label,
-        }
+        } | ({"scale": self.scale} if task.spec.profile == "full" else {})
 
     @property
     def sandbox_label(self) -> str:
@@ -145,6 +155,12 @@ def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
         except isolation.SandboxUnavailable as exc:
             # before any record is written: nothing of an earlier run is touched
             raise RunError(f"{task.id}: {exc}") from None
+    cache = settings.data_cache(task)
+    if cache is not None:
+        # every artefact there and intact, before any record: one line naming the command that fixes it
+        missing = datacache.problem(task.id, task.spec.data, cache)
+        if missing:
+            raise RunError(missing)
     run_id, run_dir = run_dir_for(settings, task, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / ".lock")
@@ -176,6 +192,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         prior_wall = previous.wall_clock_s
 
     spec = task.spec
+    cache = settings.data_cache(task)
     record = RunRecord(
         run_id=run_id, task=task.id, task_version=spec.version, task_fingerprint=task.fingerprint,
         domain=spec.domain, agent=settings.agent_name,
@@ -186,6 +203,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
+        scale=settings.scale if spec.profile == "full" else None,
     )
     store.save(record)
     if prior_steps or prior_baseline_run:
@@ -207,7 +225,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
                     spec.metric.direction, spec.normalization.scale(spec.baseline.val))
     live.update(action="preparing")
     try:
-        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed)
+        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed, cache)
         search.check_sandbox_view()
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
@@ -218,7 +236,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             mode=settings.agent_mode, session=session, llm=llm, task=task, steps=settings.steps,
             agent_cls=settings.agent_cls, agent_options=settings.agent_options, locator=settings.locator(),
             sandboxed=settings.sandboxed, agent_limits=settings.agent_limits,
-            hidden=[task.root, settings.out_dir], log_dir=store.logs,
+            hidden=[task.root, settings.out_dir, *([cache.root] if cache else [])], log_dir=store.logs,
             announce=lambda line: _announce(settings, live, f"{task.id}[seed{seed}]", line),
             needs=settings.needs, gateway_factory=settings.gateway_factory,
         )
@@ -234,7 +252,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             raise IntegrityViolation(problems, "before the final test")
         # whatever ended the agent, the best code so far gets its final test (the original's protocol)
         live.update(action="final test")
-        _final_test(task, session, store, record, env, manifest, settings.sandboxed)
+        _final_test(task, session, store, record, env, manifest, settings.sandboxed, cache)
     except IntegrityViolation as exc:
         return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,
                       error=str(exc))
@@ -273,7 +291,7 @@ def _announce(settings: RunSettings, live: LiveFile, item: str, line: str) -> No
 
 
 def _final_test(task: Task, session: HarnessSession, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
-                sandboxed: bool) -> None:
+                sandboxed: bool, cache: DataCache | None = None) -> None:
     """Fresh workspace, best-val code restored, validation re-run, test run once (the original's protocol).
 
     The validation re-run only regenerates what the test needs: when it fails, the test is run all the
@@ -295,7 +313,7 @@ def _final_test(task: Task, session: HarnessSession, store: RunStore, record: Ru
         record.test_on_baseline = True
     else:
         files = store.read_snapshot(best.snapshot)
-    final = Workspace.create(task, store.dir / "final", env, store.logs, sandboxed)
+    final = Workspace.create(task, store.dir / "final", env, store.logs, sandboxed, cache)
     final_manifest = manifest.with_workspace(final.path)
     problems = final_manifest.verify()
     if problems:

@@ -9,7 +9,13 @@ A task folder holds:
 Commands are format strings. Placeholders: ``{python}`` (the interpreter running pytest),
 ``{workspace}``, ``{harness}``, ``{split}`` (``val`` or ``test``), ``{out}`` (where the experiment
 writes its artefacts), ``{private}`` (harness-only data: labels the experiment never loads),
-``{result}`` (where the evaluator writes its JSON verdict).
+``{result}`` (where the evaluator writes its JSON verdict), ``{scale}`` (``full``, or ``smoke`` under
+``--scale=smoke``) and, for harness commands only, ``{data}`` (the data cache's folder for the scale:
+where ``fmlbench data fetch`` put the task's declared artefacts).
+
+A ``full``-profile task lives in a ``full/`` folder inside its ``small`` task's folder, with the id
+``<small id>_full``; it declares its artefacts (``data``), the original task it reproduces
+(``original``), the GPUs and GPU memory one run needs, and where its baseline values come from.
 """
 
 from __future__ import annotations
@@ -24,10 +30,14 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .datacache.artifact import Artifact
 from .isolation import package_data
 
 TASK_FILE = "task.yaml"
-PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result"}
+PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result", "scale", "data"}
+# only the pristine harness sees these: the experiment's sandbox has none of them
+HARNESS_ONLY = {"harness", "private", "result", "data"}
+FULL_FOLDER = "full"
 
 
 class TaskSpecError(Exception):
@@ -54,6 +64,19 @@ class Metric(_Strict):
 class Baseline(_Strict):
     val: float
     test: float
+    source: Literal["measured", "paper"] = Field(
+        "measured", description="measured: this project's baseline produced these values (on 'hardware' for a "
+        "full-profile task); paper: the original FML-bench's published values, declared as a reference and not "
+        "yet reproduced here")
+    hardware: str | None = Field(None, description="where measured values were measured (full profile)")
+    note: str | None = Field(None, description="where the values come from, said to readers as is")
+
+    @model_validator(mode="after")
+    def _source_explained(self) -> Baseline:
+        if self.source == "paper" and not self.note:
+            raise ValueError("paper values need a note saying where they come from and that they are not "
+                             "reproduced here")
+        return self
 
 
 class Normalization(_Strict):
@@ -87,7 +110,7 @@ class Commands(_Strict):
     def _experiments_see_no_harness_paths(cls, value: str) -> str:
         # the experiment's sandbox has no harness, private folder or verdict: naming them is a task bug
         names = {name for _, name, _, _ in string.Formatter().parse(value) if name}
-        leaked = names & {"harness", "private", "result"}
+        leaked = names & HARNESS_ONLY
         if leaked:
             raise ValueError(f"an experiment command cannot use {sorted(leaked)}: only the harness sees those")
         return value
@@ -127,6 +150,7 @@ class Knobs(_Strict):
 
 class Resources(_Strict):
     gpus: int = Field(0, ge=0, description="GPUs one run uses when GPUs exist (0: CPU only)")
+    gpu_memory_gb: float | None = Field(None, gt=0, description="GPU memory one run needs (full profile)")
     cpus: int = Field(2, ge=1, description="CPU cores one run asks a cluster scheduler for (--slurm)")
     memory_mb: int | None = Field(
         None, gt=0, description="memory limit of one experiment (the whole step's processes); "
@@ -154,6 +178,39 @@ class Sandbox(_Strict):
         return value
 
 
+class Original(_Strict):
+    """The original FML-bench task a full-profile task reproduces (``ml_tasks/<task>`` upstream)."""
+
+    task: str = Field(description="the original's task name, e.g. Privacy_opacus")
+    dataset: str = Field(description="the dataset key of the original's results file")
+    pinned_commit: str | None = Field(None, description="the upstream repository's commit the original pins")
+
+
+class UpstreamFiles(_Strict):
+    """Files of a git artefact's checkout that every fresh workspace holds, at the same relative paths.
+
+    The original's editable surface is often a file of the upstream repository itself (DomainBed's
+    ``domainbed/algorithms.py``); it cannot ship in the task folder (it is that project's code), so the
+    workspace receives it from the verified checkout in the data cache before the harness prepares data.
+    """
+
+    artifact: str = Field(description="the name of one of the task's git artefacts")
+    paths: list[str] = Field(min_length=1, description="files or folders inside its checkout")
+
+    @field_validator("paths")
+    @classmethod
+    def _relative_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            p = Path(path)
+            if not path or p.is_absolute() or ".." in p.parts or p.parts[0] == ".git":
+                raise ValueError(f"{path!r} must be a relative path inside the checkout, outside .git")
+        return value
+
+    def covers(self, workspace_path: str) -> bool:
+        """Whether ``workspace_path`` (a file or a glob) lies inside what this copy brings."""
+        return any(workspace_path == p or workspace_path.startswith(p.rstrip("/") + "/") for p in self.paths)
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     version: int = 1
@@ -171,10 +228,36 @@ class TaskSpec(_Strict):
     constraints: list[Constraint] = []
     timeout_s: float = Field(gt=0)
     expected_duration_s: float | None = Field(
-        None, gt=0, description="a baseline run's duration (val + test) on 2 CPU cores, for schedulers")
+        None, gt=0, description="a baseline run's duration (val + test), for schedulers: on 2 CPU cores (small), "
+        "on the declared GPUs (full)")
     knobs: Knobs | None = None
     resources: Resources = Resources()
     sandbox: Sandbox = Sandbox()
+    original: Original | None = None
+    data: list[Artifact] = Field([], description="artefacts fetched by `fmlbench data fetch` (full profile)")
+    upstream: list[UpstreamFiles] = Field([], description="files of git artefacts copied into every fresh "
+                                          "workspace (full profile)")
+
+    @model_validator(mode="after")
+    def _full_profile_declares_its_scale(self) -> TaskSpec:
+        if self.profile != "full":
+            if self.data or self.original or self.upstream:
+                raise ValueError("'data', 'original' and 'upstream' belong to full-profile tasks")
+            return self
+        git = {a.name for a in self.data if a.kind == "git"}
+        for copy in self.upstream:
+            if copy.artifact not in git:
+                raise ValueError(f"upstream: {copy.artifact!r} is not one of the task's git artefacts")
+        missing = [name for name, value in (("original", self.original), ("resources.gpus", self.resources.gpus),
+                                            ("resources.gpu_memory_gb", self.resources.gpu_memory_gb),
+                                            ("expected_duration_s", self.expected_duration_s)) if not value]
+        if missing:
+            raise ValueError(f"a full-profile task must declare {', '.join(missing)}")
+        if self.baseline.source == "measured" and not self.baseline.hardware:
+            raise ValueError("measured full-profile baselines must name the hardware they were measured on")
+        if len({a.name for a in self.data}) != len(self.data):
+            raise ValueError("two artefacts share a name")
+        return self
 
     @field_validator("editable")
     @classmethod
@@ -232,6 +315,8 @@ class Task:
         """sha256 over the task's files as collected, so a changed task never reuses an old run."""
         digest = hashlib.sha256()
         for path in sorted(p for p in self.root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            if self.spec.profile == "small" and path.relative_to(self.root).parts[0] == FULL_FOLDER:
+                continue  # the full profile inside is a task of its own
             digest.update(str(path.relative_to(self.root)).encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
         return digest.hexdigest()
@@ -261,16 +346,25 @@ def load_task(task_yaml: Path) -> Task:
     except ValidationError as exc:
         raise TaskSpecError(f"{where}: {_first_error(exc)}") from None
     root = task_yaml.parent
-    if spec.id != root.name:
-        raise TaskSpecError(f"{where}: field 'id': {spec.id!r} must match the folder name {root.name!r}")
+    expected = f"{root.parent.name}_full" if spec.profile == "full" else root.name
+    if spec.profile == "full" and root.name != FULL_FOLDER:
+        raise TaskSpecError(f"{where}: a full-profile task lives in a folder named {FULL_FOLDER!r} inside its small "
+                            f"task's folder, not in {root.name!r}")
+    if spec.id != expected:
+        rule = ("must match the folder name" if spec.profile == "small" else "must be its small task's folder name "
+                "+ '_full':")
+        raise TaskSpecError(f"{where}: field 'id': {spec.id!r} {rule} {expected!r}")
     for sub in ("workspace", "harness"):
         if not (root / sub).is_dir():
             raise TaskSpecError(f"{where}: the task folder has no {sub}/ directory")
+    def from_upstream(path: str) -> bool:  # arrives from a git artefact when a workspace is made
+        return any(copy.covers(path) for copy in spec.upstream)
+
     for path in spec.editable:
-        if not (root / "workspace" / path).is_file():
+        if not (root / "workspace" / path).is_file() and not from_upstream(path):
             raise TaskSpecError(f"{where}: field 'editable': {path!r} does not exist in workspace/")
     for pattern in spec.protected:
-        if not any((root / "workspace").glob(pattern)):
+        if not any((root / "workspace").glob(pattern)) and not from_upstream(pattern):
             raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
     for resource in spec.sandbox.hide:
         try:

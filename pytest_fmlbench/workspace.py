@@ -17,6 +17,7 @@ from .executor import CommandResult, format_command, run_command
 from . import isolation
 from .integrity import Manifest, sha256_file
 from .isolation import artifacts, selfcheck
+from .datacache import DataCache
 from .spec import Task
 
 
@@ -64,8 +65,11 @@ _BLOCKED = re.compile(
 class Workspace:
     """``<dir>/workspace`` (the agent's copy), ``<dir>/private`` (harness only), ``<dir>/out`` (artefacts)."""
 
-    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True):
+    def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True,
+                 data: DataCache | None = None):
         self.task = task
+        # a full-profile task's data cache: its folder is the harness's {data}, never shown to an experiment
+        self.data = data
         self.sandboxed = sandboxed
         self.root = root
         self.path = root / "workspace"
@@ -78,17 +82,19 @@ class Workspace:
         self._private_hashes: dict[str, str] = {}
 
     @classmethod
-    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True) -> Workspace:
+    def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True,
+               data: DataCache | None = None) -> Workspace:
         """A fresh copy of the baseline with its visible data prepared."""
         if root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True)
         shutil.copytree(task.workspace_dir, root / "workspace", symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
+        copy_upstream(task, data, root / "workspace")
         (root / "private").mkdir()
         (root / "verdicts").mkdir()
         (root / "evidence").mkdir()
-        ws = cls(task, root, env, logs, sandboxed)
+        ws = cls(task, root, env, logs, sandboxed, data)
         result = ws._harness("prepare", "val", ws.out_dir("val"), log_name=f"{root.name}_prepare_val")
         if not result.ok:
             raise HarnessError(result.describe_failure(f"{task.id}: prepare (val)", task.spec.timeout_s))
@@ -120,6 +126,7 @@ class Workspace:
         return {
             "workspace": self.path, "harness": self.task.harness_dir, "split": split, "out": out,
             "private": self.private, "result": result or out / "result.json",
+            "scale": self.data.scale if self.data else "full", "data": self.data.base if self.data else "",
         }
 
     def _harness(self, command: str, split: str, out: Path, log_name: str, result: Path | None = None) -> CommandResult:
@@ -136,8 +143,11 @@ class Workspace:
     def _view(self, out: Path) -> isolation.ExperimentView:
         return isolation.ExperimentView(
             workspace=self.path, out=out, read_only=self._protected_paths(),
-            hidden=[self.task.root, self.root.parent], gpus=self._gpus(), hide_data=tuple(self.task.spec.sandbox.hide),
+            hidden=[self.task.root, self.root.parent, *self._data_hidden()], gpus=self._gpus(), hide_data=tuple(self.task.spec.sandbox.hide),
         )
+
+    def _data_hidden(self) -> list[Path]:
+        return [self.data.root] if self.data else []
 
     def _gpus(self) -> tuple[str, ...]:
         return tuple(d for d in self.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d)
@@ -230,6 +240,31 @@ class Workspace:
                 f"{c.name} ({c.detail or f'value {c.value} vs limit {c.limit}'})" for c in broken
             )
         return outcome
+
+
+def copy_upstream(task: Task, data: DataCache | None, workspace: Path) -> None:
+    """The task's ``upstream`` files, from its verified git checkouts into a fresh workspace.
+
+    Preflight has checked each checkout (its pinned commit, no local changes) before any workspace is
+    made; links inside it are copied as links, and the sandbox never follows one out of the workspace.
+    """
+    if not task.spec.upstream:
+        return
+    if data is None:
+        raise HarnessError(f"{task.id}: its workspace needs files from the data cache, and no cache is set")
+    artifacts = {a.name: a for a in task.spec.data}
+    for copy in task.spec.upstream:
+        checkout = data.path(artifacts[copy.artifact])
+        for rel in copy.paths:
+            source, target = checkout / rel, workspace / rel
+            if source.is_symlink() or not (source.is_file() or source.is_dir()):
+                raise HarnessError(f"{task.id}: {copy.artifact} has no file or folder {rel!r} at {checkout}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(source, target)
 
 
 def protected_paths(root: Path, patterns: list[str]) -> list[Path]:

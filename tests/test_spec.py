@@ -70,3 +70,79 @@ def test_collection_reports_a_bad_spec_in_one_line(pytester, toy, bench):
     result.stdout.fnmatch_lines(["*toy_task/task.yaml: field 'metric.direction': Input should be 'higher' or 'lower'*"])
     assert "Traceback" not in result.stdout.str()
     assert result.ret != 0
+
+
+@pytest.fixture
+def full_dir(tmp_path):
+    """A copy of a full-profile task in its place: <small id>/full/."""
+    from conftest import REPO
+
+    shutil.copytree(REPO / "task_suites" / "privacy_opacus" / "full", tmp_path / "privacy_opacus" / "full",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "privacy_opacus" / "full"
+
+
+def test_a_full_task_loads_with_its_artefacts(full_dir):
+    spec = load_task(full_dir / "task.yaml").spec
+    assert spec.id == "privacy_opacus_full" and spec.profile == "full"
+    assert spec.data[0].file_name == "cifar-10-python.tar.gz" and spec.baseline.source == "paper"
+
+
+@pytest.mark.parametrize(
+    "change, field, problem",
+    [
+        (lambda r: r.pop("original"), "(top level)", "must declare original"),
+        (lambda r: r["resources"].update(gpus=0), "(top level)", "resources.gpus"),
+        (lambda r: r["baseline"].pop("note"), "baseline", "need a note"),
+        (lambda r: r["baseline"].update(source="measured"), "(top level)", "name the hardware"),
+        (lambda r: r["data"][0].pop("sha256"), "data.0", "needs sha256 and size"),
+        (lambda r: r["data"][0].update(urls=["ftp://example.invalid/x"]), "data.0.urls", "scheme"),
+        (lambda r: r["data"][0].update(gated=True), "data.0", "token_env"),
+        (lambda r: r["data"].append(dict(r["data"][0])), "(top level)", "share a name"),
+        (lambda r: r["commands"].update(val="{python} train.py --data {data}"), "commands.val", "only the harness"),
+        (lambda r: r.update(id="privacy_opacus"), "id", "'privacy_opacus_full'"),
+    ],
+)
+def test_malformed_full_spec_is_one_line(full_dir, change, field, problem):
+    path = mutate(full_dir, change)
+    with pytest.raises(TaskSpecError) as info:
+        load_task(path)
+    message = str(info.value)
+    assert "\n" not in message and f"'{field}'" in message and problem in message, message
+
+
+def test_a_small_task_cannot_declare_artefacts(task_dir):
+    path = mutate(task_dir, lambda r: r.update(data=[{"name": "x", "urls": ["https://example.invalid/x"],
+                                                      "sha256": "0" * 64, "size": 1, "description": "x"}]))
+    with pytest.raises(TaskSpecError, match="belong to full-profile tasks"):
+        load_task(path)
+
+
+@pytest.mark.parametrize(
+    "upstream, problem",
+    [
+        ([{"artifact": "cifar-10-python", "paths": ["algorithm.py"]}], "not one of the task's git artefacts"),
+        ([{"artifact": "cifar-10-python", "paths": ["../outside.py"]}], "relative path inside the checkout"),
+        ([{"artifact": "cifar-10-python", "paths": []}], "at least 1 item"),
+    ],
+)
+def test_upstream_files_come_from_a_git_artefact_of_the_task(full_dir, upstream, problem):
+    path = mutate(full_dir, lambda r: r.update(upstream=upstream))
+    with pytest.raises(TaskSpecError, match=problem) as info:
+        load_task(path)
+    assert "\n" not in str(info.value)
+
+
+def test_editable_files_may_arrive_from_upstream_but_nothing_else_may_be_missing(full_dir):
+    repo = {"name": "upstream", "kind": "git", "urls": ["https://example.invalid/upstream.git"], "commit": "0" * 40,
+            "fixture": "domainbed_repo", "description": "an upstream repository"}
+
+    def declare(editable: list[str]):
+        def change(raw):
+            raw["data"] = [a for a in raw["data"] if a["name"] != "upstream"] + [repo]
+            raw.update(editable=editable, upstream=[{"artifact": "upstream", "paths": ["pkg/lib", "pkg/method.py"]}])
+        return change
+
+    assert load_task(mutate(full_dir, declare(["pkg/method.py", "pkg/lib/helper.py"]))).spec.upstream[0].paths
+    with pytest.raises(TaskSpecError, match="'pkg/other.py' does not exist in workspace/"):
+        load_task(mutate(full_dir, declare(["pkg/method.py", "pkg/other.py"])))

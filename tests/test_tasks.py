@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.spec import load_task
 
 from conftest import REPO, junit_props
 
 TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
+# the full profile: task_suites/<id>/full/, id <id>_full
+FULL_TASKS = sorted(f"{p.parent.parent.name}_full" for p in (REPO / "task_suites").glob("*/full/task.yaml"))
+FULL_LITE = sorted(t for t in FULL_TASKS if "lite" in load_task(REPO / "task_suites" / t.removesuffix("_full") / "full"
+                                                                  / "task.yaml").spec.markers)
 # tasks whose own test file (tests/tasks/test_<id>.py) already reproduces the baseline, with an attack
 OWN_TESTS = {p.stem.removeprefix("test_") for p in (REPO / "tests" / "tasks").glob("test_*.py")}
 SHARED_BASELINE_CHECK = [t for t in TASKS if t not in OWN_TESTS]
@@ -31,9 +36,33 @@ def test_spec_is_valid(task_id):
 def test_readme_collection_command(pytester, bench):
     shutil.copytree(REPO / "task_suites", pytester.path / "task_suites")
     result = bench("--collect-only", "-q", "--agent=baseline", "--seeds=3", "task_suites")
-    result.stdout.fnmatch_lines([f"*{len(TASKS) * 3} tests collected*"])
-    result = bench("--collect-only", "-q", "--agent=baseline", "-k", "privacy_opacus", "task_suites")
+    result.stdout.fnmatch_lines([f"*{(len(TASKS) + len(FULL_TASKS)) * 3} tests collected*"])
+    result = bench("--collect-only", "-q", "--agent=baseline", "-k", "privacy_opacus and small", "task_suites")
     result.stdout.fnmatch_lines(["task_suites/privacy_opacus::privacy_opacus[[]seed0]", "*1/* tests collected (* deselected)*"])
+
+
+def test_the_full_profile_is_selected_by_its_marker(pytester, bench):
+    """-m full selects the full-profile tasks, -m "full and lite" the original's Lite ones, -m small none of them."""
+    shutil.copytree(REPO / "task_suites", pytester.path / "task_suites")
+    assert FULL_TASKS and set(FULL_LITE) <= set(FULL_TASKS)
+    result = bench("--collect-only", "-q", "--agent=baseline", "-m", "full", "task_suites")
+    # items come longest expected duration first, not in name order
+    collected = {line for line in result.stdout.lines if "::" in line}
+    assert collected == {f"task_suites/{t.removesuffix('_full')}/full::{t}[seed0]" for t in FULL_TASKS}, collected
+    result.stdout.fnmatch_lines([f"*{len(FULL_TASKS)}/* tests collected*"])
+    result = bench("--collect-only", "-q", "--agent=baseline", "-m", "full and lite", "task_suites")
+    result.stdout.fnmatch_lines([f"*{len(FULL_LITE)}/* tests collected*"])
+    result = bench("--collect-only", "-q", "--agent=baseline", "-m", "small", "task_suites")
+    result.stdout.fnmatch_lines([f"*{len(TASKS)}/* tests collected*"])
+    assert "_full" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("task_id", FULL_TASKS)
+def test_full_spec_is_valid(task_id):
+    task = load_task(REPO / "task_suites" / task_id.removesuffix("_full") / "full" / "task.yaml")
+    # the original's target files: split_config.json where it had one (DomainBed's split is fixed)
+    assert task.spec.profile == "full"
+    assert tuple(task.spec.editable) == builtin_tasks()[task.spec.original.task].target_files
 
 
 def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):

@@ -1,0 +1,113 @@
+"""Where artefacts live on disk, and whether what is there is what was recorded.
+
+Layout under the root (``$FMLBENCH_DATA``, default ``~/.cache/fmlbench/data``)::
+
+    <name>/<file name>        a file artefact, complete and verified
+    <name>/<file name>.part   an interrupted download (resumed from its end)
+    <name>/src/               a git artefact, checked out at its pinned commit
+    <name>/stamp.json         what was verified: sha256 and size, or the commit
+    smoke/<name>/...          the same for --scale=smoke: small stand-ins in the upstream format,
+                              written by ``fmlbench data fixtures``, checked against their own stamp
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..integrity import sha256_file
+from .artifact import Artifact
+
+Scale = Literal["full", "smoke"]
+STAMP = "stamp.json"
+
+
+def default_root() -> Path:
+    """``$FMLBENCH_DATA``, else ``$XDG_CACHE_HOME/fmlbench/data``, else ``~/.cache/fmlbench/data``."""
+    explicit = os.environ.get("FMLBENCH_DATA")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser().absolute() / "fmlbench" / "data"
+
+
+@dataclass(frozen=True)
+class DataCache:
+    root: Path
+    scale: Scale = "full"
+
+    @property
+    def base(self) -> Path:
+        """The folder the harness's ``{data}`` names: the root, or its ``smoke/`` part."""
+        return self.root / "smoke" if self.scale == "smoke" else self.root
+
+    def folder(self, artifact: Artifact) -> Path:
+        return self.base / artifact.name
+
+    def path(self, artifact: Artifact) -> Path:
+        """The verified file, or the git checkout."""
+        if artifact.kind == "git":
+            return self.folder(artifact) / "src"
+        return self.folder(artifact) / artifact.file_name
+
+    def stamp_path(self, artifact: Artifact) -> Path:
+        return self.folder(artifact) / STAMP
+
+    def read_stamp(self, artifact: Artifact) -> dict | None:
+        try:
+            stamp = json.loads(self.stamp_path(artifact).read_text())
+        except (OSError, ValueError):
+            return None
+        return stamp if isinstance(stamp, dict) else None
+
+    def write_stamp(self, artifact: Artifact, **fields) -> None:
+        path = self.stamp_path(artifact)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"name": artifact.name, "kind": artifact.kind, **fields}, indent=2, sort_keys=True))
+        tmp.replace(path)
+
+    def expected(self, artifact: Artifact) -> dict:
+        """What the bytes must be: the declared checksum, or at smoke scale the fixture's own stamp."""
+        if self.scale == "full":
+            if artifact.kind == "git":
+                return {"commit": artifact.commit}
+            return {"sha256": artifact.sha256, "size": artifact.size}
+        stamp = self.read_stamp(artifact) or {}
+        return {key: stamp.get(key) for key in (("commit",) if artifact.kind == "git" else ("sha256", "size"))}
+
+    def check(self, artifact: Artifact) -> str | None:
+        """None when the artefact is present and intact; else what is wrong, in a few words."""
+        stamp = self.read_stamp(artifact)
+        path = self.path(artifact)
+        if stamp is None or not path.exists():
+            return "missing"
+        want = self.expected(artifact)
+        if artifact.kind == "git":
+            head = git_head(path)
+            if head != want["commit"]:
+                return f"checked out at {head or 'no commit'}, not the pinned {want['commit']}"
+            if git_dirty(path):
+                return "its checkout has local changes"
+            return None
+        size = path.stat().st_size
+        if size != want["size"]:
+            return f"corrupt ({size} bytes, expected {want['size']})"
+        digest = sha256_file(path)
+        if digest != want["sha256"]:
+            return f"corrupt (sha256 {digest[:12]}..., expected {str(want['sha256'])[:12]}...)"
+        return None
+
+
+def git_head(path: Path) -> str | None:
+    done = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_dirty(path: Path) -> bool:
+    done = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                          capture_output=True, text=True)
+    return done.returncode != 0 or bool(done.stdout.strip())

@@ -1,0 +1,71 @@
+"""Small stand-ins for the full profile's artefacts, in their upstream formats (for ``--scale=smoke``).
+
+Each generator writes one artefact's file at the path given, deterministically. The images carry a
+class-dependent tint so that a few batches of training can tell classes apart; nothing depends on it.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+PER_BATCH = 40  # CIFAR-10: 5 training batches of 40 and a test batch of 40
+
+
+def _images(rng: np.random.Generator, labels: np.ndarray, classes: int) -> np.ndarray:
+    tint = np.linspace(0, 255, classes)[labels][:, None, None, None]
+    noise = rng.integers(0, 96, size=(len(labels), 3, 32, 32))
+    return np.clip(noise + tint * np.array([1.0, 0.5, 0.25])[None, :, None, None], 0, 255).astype(np.uint8)
+
+
+def _batch(rng: np.random.Generator, n: int, classes: int, label_key: bytes, name: bytes) -> bytes:
+    labels = np.arange(n) % classes
+    rng.shuffle(labels)
+    data = _images(rng, labels, classes).reshape(n, 3072)
+    batch = {b"batch_label": name, label_key: [int(v) for v in labels], b"data": data,
+             b"filenames": [f"fixture_{i:05d}.png".encode() for i in range(n)]}
+    return pickle.dumps(batch, protocol=2)
+
+
+def _tar_gz(path: Path, members: dict[str, bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name, payload in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(payload))
+    tmp.replace(path)
+
+
+def cifar10_python(path: Path) -> None:
+    """``cifar-10-python.tar.gz``: ``cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}``."""
+    rng = np.random.default_rng(10)
+    members = {f"cifar-10-batches-py/data_batch_{i}": _batch(rng, PER_BATCH, 10, b"labels",
+                                                             f"training batch {i} of 5".encode())
+               for i in range(1, 6)}
+    members["cifar-10-batches-py/test_batch"] = _batch(rng, PER_BATCH, 10, b"labels", b"testing batch 1 of 1")
+    meta = {b"label_names": [name.encode() for name in ("airplane", "automobile", "bird", "cat", "deer", "dog",
+                                                         "frog", "horse", "ship", "truck")],
+            b"num_cases_per_batch": PER_BATCH, b"num_vis": 3072}
+    members["cifar-10-batches-py/batches.meta"] = pickle.dumps(meta, protocol=2)
+    _tar_gz(path, members)
+
+
+def mnist_npz(path: Path) -> None:
+    """Keras's ``mnist.npz``: ``x_train``/``y_train``/``x_test``/``y_test`` (see ``taskkit.mnist``)."""
+    from . import mnist
+
+    mnist.write_fixture(path)
+
+
+def domainbed_repo(path: Path) -> None:
+    """A repository in DomainBed's layout with a stand-in of the interface its tasks use (``standins/domainbed``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "domainbed", "DomainBed stand-in")
