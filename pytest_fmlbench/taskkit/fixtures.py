@@ -58,3 +58,14 @@ def cifar10_python(path: Path) -> None:
             b"num_cases_per_batch": PER_BATCH, b"num_vis": 3072}
     members["cifar-10-batches-py/batches.meta"] = pickle.dumps(meta, protocol=2)
     _tar_gz(path, members)
+
+
+def cifar100_python(path: Path) -> None:
+    """``cifar-100-python.tar.gz``: ``cifar-100-python/{train,test,meta}``, 10 training and 3 test images per class."""
+    rng = np.random.default_rng(100)
+    members = {"cifar-100-python/train": _batch(rng, 1000, 100, b"fine_labels", b"training batch 1 of 1"),
+               "cifar-100-python/test": _batch(rng, 300, 100, b"fine_labels", b"testing batch 1 of 1")}
+    meta = {b"fine_label_names": [f"class_{i:02d}".encode() for i in range(100)],
+            b"coarse_label_names": [f"superclass_{i:02d}".encode() for i in range(20)]}
+    members["cifar-100-python/meta"] = pickle.dumps(meta, protocol=2)
+    _tar_gz(path, members)
