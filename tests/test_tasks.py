@@ -60,9 +60,11 @@ def test_the_full_profile_is_selected_by_its_marker(pytester, bench):
 @pytest.mark.parametrize("task_id", FULL_TASKS)
 def test_full_spec_is_valid(task_id):
     task = load_task(REPO / "task_suites" / task_id.removesuffix("_full") / "full" / "task.yaml")
-    # the original's target files: split_config.json where it had one (DomainBed's split is fixed)
     assert task.spec.profile == "full"
-    assert tuple(task.spec.editable) == builtin_tasks()[task.spec.original.task].target_files
+    # the original's target files, by name: a file inside the original's checkout of a library that is not
+    # fetched here (ART's trainer) is a workspace file of the same name; DomainBed's are the checkout's own
+    assert sorted(Path(f).name for f in task.spec.editable) == sorted(
+        Path(f).name for f in builtin_tasks()[task.spec.original.task].target_files)
 
 
 def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):

@@ -1,6 +1,7 @@
 """Pristine helpers shared by the full-profile tasks' harnesses (prepare/evaluate), never by the workspace.
 
-``cifar`` reads CIFAR's pickled batches from the verified archive; ``splits`` carves the hidden test
-split as the original does; ``dp`` recomputes a DP-SGD run's epsilon from its recorded configuration;
-``fixtures`` writes small stand-ins in the upstream formats for ``--scale=smoke``.
+``cifar`` reads CIFAR-10/100's pickled batches from the verified archive; ``mnist`` reads Keras's
+``mnist.npz`` (and writes its fixture); ``splits`` carves the hidden test split as the original does;
+``dp`` recomputes a DP-SGD run's epsilon from its recorded configuration; ``fixtures``
+writes small stand-ins in the upstream formats for ``--scale=smoke``.
 """

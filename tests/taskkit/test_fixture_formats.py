@@ -13,16 +13,17 @@ def test_the_mnist_fixture_reads_as_keras_mnist(tmp_path):
     fixtures.mnist_npz(path)
     with np.load(path) as arrays:
         assert sorted(arrays.files) == sorted(mnist.KEYS)
-        assert arrays["x_train"].shape == (60, 28, 28) and arrays["x_train"].dtype == np.uint8
-    images, labels = mnist.read(path)
-    assert images.shape == (90, 28, 28) and labels.dtype == np.int64 and set(labels) == set(range(10))
+        assert arrays["x_train"].shape == (mnist.FIXTURE_TRAIN, 28, 28) and arrays["x_train"].dtype == np.uint8
+    images, labels = mnist.read_all(path)
+    assert images.shape == (mnist.FIXTURE_TRAIN + mnist.FIXTURE_TEST, 28, 28)
+    assert labels.dtype == np.int64 and set(labels) == set(range(10))
     fixtures.mnist_npz(tmp_path / "again.npz")
-    assert mnist.read(tmp_path / "again.npz")[0].tobytes() == images.tobytes()
+    assert (tmp_path / "again.npz").read_bytes() == path.read_bytes()
 
 
 def test_an_archive_without_mnists_arrays_is_one_line(tmp_path):
     np.savez(tmp_path / "other.npz", x_train=np.zeros((2, 28, 28), np.uint8))
-    with pytest.raises(ValueError, match="other.npz: no y_train, x_test, y_test"):
+    with pytest.raises(ValueError, match="other.npz: no y_train, x_test, y_test in the archive"):
         mnist.read(tmp_path / "other.npz")
 
 

@@ -27,7 +27,7 @@ def main() -> None:
     args = harness_args()
     if args.private is None or args.data is None:
         sys.exit("prepare.py: --private and --data are required")
-    environments = domainbed.colored_mnist(*mnist.read(args.data.joinpath(*ARCHIVE)))
+    environments = domainbed.colored_mnist(*mnist.read_all(args.data.joinpath(*ARCHIVE)))
     splits = [domainbed.holdout_split(len(labels), index) for index, (_, labels) in enumerate(environments)]
     images, labels = environments[TEST_ENV]
     held_out, held_in = splits[TEST_ENV]
