@@ -154,6 +154,18 @@ class Sandbox(_Strict):
         return value
 
 
+class AuditLimits(_Strict):
+    """What the audit's cheap signals compare a run with (see pytest_fmlbench.audit.signals)."""
+
+    ceiling: float | None = Field(
+        None, description="the best test value an honest method can plausibly reach, on the metric's raw scale "
+        "(e.g. the Bayes-optimal accuracy plus sampling noise); a test value beyond it flags the run. "
+        "Default: the normalization bound 'best'")
+    usual_gap: float | None = Field(
+        None, ge=0, description="how far test usually sits above validation, in units of the normalization "
+        "range; a run whose test beats its validation by far more flags the run. Default: the baseline's own")
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     version: int = 1
@@ -175,6 +187,7 @@ class TaskSpec(_Strict):
     knobs: Knobs | None = None
     resources: Resources = Resources()
     sandbox: Sandbox = Sandbox()
+    audit: AuditLimits = AuditLimits()
 
     @field_validator("editable")
     @classmethod
