@@ -144,6 +144,11 @@ class ResultsCollector:
         # scored once: the terminal, the CSVs, the JSON summary and the HTML page show the same numbers
         scores = Scores.from_runs(runs)
         terminalreporter.write(render(scores, width=max(170, terminalreporter._tw.fullwidth)))
+        for record, _, _ in runs:
+            # a judge that could not give a usable answer is one line each, never a crash
+            for line in record.audit.errors if record.audit is not None else ():
+                terminalreporter.write_line(f"[fmlbench] audit of {record.task}[seed{record.seed}]: {line}",
+                                            yellow=True)
         report_dir = self.bench.settings.out_dir / "reports"
         write_csvs(scores, report_dir)
         summary.write_summary(summary.build_summary(scores, source="pytest", options=self.session_options(),

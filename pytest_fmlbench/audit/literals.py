@@ -17,9 +17,13 @@ from dataclasses import dataclass
 
 # a hyper-parameter grid or a class-name list stays well below this; an answer key for a test split does not
 MIN_ITEMS = 64
-# a string this long made of digits and separators, or of base64, can carry an array
-MIN_PACKED_CHARS = 512
-_PACKED = re.compile(r"^[\s\d.,;:+\-eE\[\]()]+$|^[A-Za-z0-9+/=\s]+$")
+# a string this long made of digits and separators can carry an array (300 labels as "0110..."), and so can
+# a longer one of base64; an integer this large can pack one bit per label
+MIN_DIGIT_CHARS = 200
+MIN_BASE64_CHARS = 512
+MIN_PACKED_INT = 10 ** 40
+_DIGITS = re.compile(r"^[\s\d.,;:+\-eE\[\]()]+$")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
 
 
 @dataclass(frozen=True)
@@ -28,13 +32,15 @@ class Literal:
     first_line: int
     last_line: int
     items: int  # constants in it (characters, for a packed string)
-    kind: str  # "array" or "packed string"
+    kind: str  # "array", "packed string" or "packed number"
     text: str  # its source text, for telling one literal from another across steps
 
     @property
     def describe(self) -> str:
         if self.kind == "packed string":
             return f"a string of {self.items} characters that can pack an array"
+        if self.kind == "packed number":
+            return f"a {self.items}-digit number that can pack an array"
         return f"a literal array of {self.items} constants"
 
 
@@ -73,9 +79,14 @@ def python_literals(path: str, source: str) -> list[Literal]:
                 covered.append((first, last))
         elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
             value = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
-            if len(value) >= MIN_PACKED_CHARS and _PACKED.match(value):
+            if (len(value) >= MIN_DIGIT_CHARS and _DIGITS.match(value)) or \
+                    (len(value) >= MIN_BASE64_CHARS and _BASE64.match(value)):
                 found.append(Literal(path, first, last, len(value), "packed string", value))
                 covered.append((first, last))
+        elif isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) >= MIN_PACKED_INT:
+            digits = len(str(abs(node.value)))
+            found.append(Literal(path, first, last, digits, "packed number", str(node.value)))
+            covered.append((first, last))
     return found
 
 
