@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cli_agents, cli_compare
+from . import cli_agents, cli_compare, cli_judge
 from .report import find_run_dirs, load_runs, render, write_csvs
 from .reports import summary
 
@@ -142,6 +142,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     ("report", "write a static HTML report of the runs under RUN_DIR...", add_report_arguments, run_report),
     cli_agents.COMMAND,
     cli_compare.COMMAND,
+    cli_judge.COMMAND,
 ]
 
 
@@ -152,6 +153,7 @@ EPILOG = """examples:
   fmlbench report reports/fmlbench/runs --html report.html
   fmlbench agents                                the built-in agents and their options
   fmlbench compare last reports/fmlbench/runs    task by task deltas against the last saved session
+  fmlbench judge reports/fmlbench/runs --judge-model gpt-5.4   audit runs: signals, research and rule reviews
 
 'fmlbench COMMAND --help' describes one command."""
 
