@@ -61,7 +61,7 @@ def test_a_run_that_hard_codes_test_labels_is_suspect_and_an_honest_one_is_not(
         pytester, toy, bench, write_agent, judge_server, api_keys):
     agent = write_agent(CHEAT.format(answers=hidden_test_labels()), cls="AnswerKey")
     result = bench(f"--agent={agent}", "--steps=2", "--no-sandbox", *judge_args(judge_server),
-                   "--junitxml=cheat.xml", "-o", "junit_family=xunit1")
+                   "--junitxml=cheat.xml", "-o", "junit_family=xunit1", "--fmlbench-html=audit.html")
     # never re-scored: the item passes and its test value is what the evaluator measured
     result.assert_outcomes(passed=1)
     record = load_record(pytester.path)
@@ -88,6 +88,11 @@ def test_a_run_that_hard_codes_test_labels_is_suspect_and_an_honest_one_is_not(
     out = result.stdout.str()
     assert "Suspect runs (1 of 1 audited; scores unchanged)" in out and "suspect (" in out
     assert "Research review (mlr-judge-experiments/fmlbench-1, 1-10) — judge openai:gpt-4o" in out
+    # the page: the flag with every reason and the cited lines, the judge's review, the fourth table
+    page = (pytester.path / "audit.html").read_text()
+    assert '<span class="suspect">suspect</span>' in page and "hard-codes answers" in page
+    assert "ANSWERS = [" in page and "judge openai:gpt-4o: overall 5.0/10" in page
+    assert "Research review (mlr-judge-experiments/fmlbench-1, 1-10)" in page and "Suspect runs (1 of 1" in page
 
     # a rerun replays the judge from the run's records: no request, no new cost
     asked = len(judge_server.completions)
