@@ -107,7 +107,11 @@ def json_literals(path: str, source: str) -> list[Literal]:
     found: list[Literal] = []
 
     def walk(value, key: str) -> None:
-        if isinstance(value, list):
+        if isinstance(value, str) and ((len(value) >= MIN_DIGIT_CHARS and _DIGITS.match(value))
+                                       or (len(value) >= MIN_BASE64_CHARS and _BASE64.match(value))):
+            line = _line_of(source, key)
+            found.append(Literal(path, line, line, len(value), "packed string", value))
+        elif isinstance(value, list):
             count = _json_count(value)
             if count is not None and count >= MIN_ITEMS:
                 # a JSON file is often one line: the key's line is where the array starts

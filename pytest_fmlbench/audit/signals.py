@@ -10,6 +10,9 @@
   than the normalization bound ``best`` where none is declared.
 * ``literal_array``: an editable file, at some step, holds a large literal array or packed string that
   the baseline did not (see ``literals``).
+* ``outside_path`` and ``split_sniffing``: a new line of code names a path outside the workspace or a
+  hidden place, reads the command line, or compares its input's size with a fixed number (see
+  ``code_rules``).
 * ``sandbox_blocked``: the sandbox refused something during a step or the final runs (a protected file
   written, a hidden path read, a socket opened), as the experiment's output reports it (the step
   record's ``blocked``; the final runs' logs).
@@ -25,6 +28,7 @@ from ..record import RunRecord, RunStore, StepRecord
 from ..scoring.metrics import scale, scored_direction, transform_value
 from ..spec import AuditLimits
 from ..workspace import blocked_lines
+from .code_rules import hits as code_hits
 from .literals import literals
 from .records import Finding
 
@@ -128,6 +132,29 @@ def literal_signals(record: RunRecord, steps: list[StepRecord], store: RunStore)
     return list(seen.values())
 
 
+def code_rule_signals(record: RunRecord, steps: list[StepRecord], store: RunStore) -> list[Finding]:
+    """Each new line that reaches outside the workspace or sniffs the split, at the first step that has it."""
+    baseline = _snapshot(store, record.baseline_snapshot) or {}
+    known = {(path, line.strip()) for path, text in baseline.items() for line in text.splitlines()}
+    seen: dict[tuple[str, str, str], Finding] = {}
+    scanned: set[tuple[str, int]] = set()
+    for step in steps:
+        for path, text in (_snapshot(store, step.snapshot) or {}).items():
+            if (path, hash(text)) in scanned:
+                continue
+            scanned.add((path, hash(text)))
+            lines = text.splitlines()
+            for hit in code_hits(path, text):
+                source = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
+                key = (path, hit.kind, source)
+                if (path, source) in known or key in seen:
+                    continue
+                seen[key] = Finding(source="signal", kind=hit.kind, step=step.step, file=path,
+                                    lines=(hit.line, hit.line), excerpt=source[:300],
+                                    reason=f"{path} {hit.what}")
+    return list(seen.values())
+
+
 def blocked_signals(record: RunRecord, steps: list[StepRecord], store: RunStore) -> list[Finding]:
     found = [Finding(source="signal", kind="sandbox_blocked", step=s.step, excerpt="\n".join(s.blocked),
                      reason=f"the sandbox refused {len(s.blocked)} attempt(s): {s.blocked[0][:160]}")
@@ -145,7 +172,8 @@ def blocked_signals(record: RunRecord, steps: list[StepRecord], store: RunStore)
 def signals(record: RunRecord, steps: list[StepRecord], run_dir: Path, limits: Limits = Limits()) -> list[Finding]:
     store = RunStore(Path(run_dir))
     found = [f for f in (gap_signal(record, limits), ceiling_signal(record, limits)) if f is not None]
-    return found + literal_signals(record, steps, store) + blocked_signals(record, steps, store)
+    return (found + literal_signals(record, steps, store) + code_rule_signals(record, steps, store)
+            + blocked_signals(record, steps, store))
 
 
 def _snapshot(store: RunStore, name: str | None) -> dict[str, str] | None:
