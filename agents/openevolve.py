@@ -2,7 +2,10 @@
 FML-bench ports it.
 
 The population (``pytest_fmlbench.agentkit.map_elites``) starts with the baseline on every island, at
-the task's declared baseline validation value (the port evaluates it outside the step budget). Each
+the value one validation run of the baseline code measured, outside the step budget, as the port's
+``_seed_population`` (``session.run_baseline``; ``baseline_seed=declared``: the task's declared value, no
+run). That run competes for the final test, as the port tests its population's best program: the
+baseline code, until a step beats it strictly. Each
 generation samples a parent for every island at once (exploration / exploitation / fitness-weighted,
 0.2/0.7/0.1), with inspirations and the island's top programs, then runs one step per island: a buggy
 parent of debug depth < ``max_debug_depth`` is debugged with probability ``debug_prob`` (the port's
@@ -20,15 +23,15 @@ port's "(analysis failed: ...)". An exception inside the evolution loop ends it,
 its final test on the best code so far, as the port's ``except Exception`` does (recorded in the run's
 ``caught_errors``; ``loop_error=crash``: the run ends as an error).
 
-Where this differs from the port otherwise: the port runs the baseline once outside the budget and seeds
-the islands with what it measured, so its final test falls back to the baseline code when no step beats
-that measurement; here the seeds carry the declared value and the final test takes the best step.
-Program ids are the step's (``s12``, ``seed0``) where the port's are random; the port draws its random
+Where this differs from the port otherwise: when the baseline run and every step failed, the harness
+tests the baseline code (the port runs no final test without a good program). Program ids are the step's (``s12``, ``seed0``) where the port's are random; the port draws its random
 numbers from Python's unseeded generator, this from the run's seeded one, and it lists an island's
 programs in set order where ties arise, this in insertion order.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -44,6 +47,10 @@ ANALYSIS_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) c
 
 
 class OpenEvolveOptions(EditorOptions, LoopErrorOptions):
+    baseline_seed: Literal["measured", "declared"] = Field(
+        "measured", description="the value the islands' baseline seeds start at: 'measured' = one validation "
+        "run of the baseline code outside the step budget, which also competes for the final test (the port's); "
+        "'declared' = the task's declared baseline validation value, no run (ours earlier)")
     num_islands: int = Field(3, ge=1, description="islands evolving apart (upstream: 5)")
     feature_bins: int = Field(5, ge=1, description="bins per MAP-Elites feature (upstream: 10)")
     archive_size: int = Field(30, ge=1, description="fittest programs kept in the elite archive (upstream: 100)")
@@ -101,13 +108,24 @@ class _Evolution:
                                  max_output_tokens=options.max_output_tokens, mode=options.editor)
 
     def seed(self) -> dict:
-        files = self.s.baseline_files
+        """Every island starts with the baseline program, at one value: measured (the port's) or declared."""
+        files, task = self.s.baseline_files, self.s.task
+        if self.o.baseline_seed == "measured":
+            # the port's _seed_population: one validation run of the baseline, outside the step budget
+            measured = self.s.run_baseline()
+            metric = measured.metric if measured.success else None
+            buggy = not measured.success or measured.metric is None
+            source = "measured: the baseline code's validation run outside the step budget (step 0)"
+        else:
+            metric, buggy = task.baseline.val, False
+            source = "declared: the task's baseline validation value (no run)"
         for island in range(self.o.num_islands):
-            self.pop.add(Program(id=f"seed{island}", code=join_code(files), island=island,
-                                 metric=self.s.task.baseline.val, description="baseline",
-                                 complexity=_complexity(files), diversity=0.5))
-        return {"programs": [f"seed{i}" for i in range(self.o.num_islands)], "metric": self.s.task.baseline.val,
-                "source": "the task's declared baseline validation value (costs no step)"}
+            # the port's seed keeps no error output: a debug of it is told "(No error captured.)"
+            self.pop.add(Program(id=f"seed{island}", code=join_code(files), island=island, metric=metric,
+                                 buggy=buggy, description="baseline", complexity=_complexity(files),
+                                 diversity=0.5))
+        return {"programs": [f"seed{i}" for i in range(self.o.num_islands)], "metric": metric, "buggy": buggy,
+                "source": source}
 
     def run(self) -> None:
         seeded = self.seed()

@@ -30,6 +30,7 @@ class HarnessSession:
         manifest: Manifest,
         *,
         prior_steps: list[StepRecord] = (),
+        prior_baseline_run: StepRecord | None = None,
         llm: Any = None,
         log: Callable[[str], None] = lambda msg: None,
         progress: Callable[..., None] = lambda **fields: None,
@@ -40,6 +41,7 @@ class HarnessSession:
         self._record = record
         self._manifest = manifest
         self._prior = list(prior_steps)
+        self._prior_baseline_run = prior_baseline_run
         self.resumed_after = len(self._prior)
         self.llm = llm
         # an LLM client charges each call's usage here, so it lands in the next step's record
@@ -193,6 +195,42 @@ class HarnessSession:
         verdict = f"{node.metric:.6g}" if node.success else "failed"
         self.log(f"{self.task.id} step {number}/{self.steps_total} [{action}] -> {verdict}{' (best)' if node.is_best else ''}")
         return self._result(node)
+
+    def run_baseline(self) -> tuple[StepRecord, bool]:
+        """The baseline code's validation run, outside the step budget: (its record, whether it was replayed).
+
+        OpenEvolve's FML-bench port evaluates its seed program so before its first step (its
+        ``_seed_population``): no step is spent, the workspace holds the baseline's files afterwards, and
+        the measured value competes for the final test. Run at most once: a second call, and a resumed run
+        whose record holds it, get the recorded one.
+        """
+        if self._record.baseline_run is not None:
+            return self._record.baseline_run, True
+        files = self.baseline_files
+        restored = self._workspace.editor.set_files(files)
+        if not restored.applied:
+            raise RuntimeError(f"could not restore the baseline's files: {restored.error}")
+        prior = self._prior_baseline_run
+        if prior is not None and prior.snapshot_sha256 == files_sha256(files):
+            self._record.baseline_run = prior
+            self._store.save(self._record)
+            return prior, True
+        self._progress(action="baseline run")
+        started = now()
+        outcome = self._workspace.run_split("val", "baseline_run", manifest=self._manifest)
+        snapshot = self._store.write_named_snapshot("baseline", files)
+        node = StepRecord(
+            step=0, action="baseline", plan="the baseline code, run outside the step budget",
+            success=outcome.success, metric=outcome.metric if outcome.success else None, metrics=outcome.metrics,
+            constraints=outcome.constraints, error=outcome.error, stderr=outcome.stderr,
+            duration_s=outcome.duration_s, started_at=started, snapshot=snapshot, snapshot_sha256=files_sha256(files),
+            blocked=outcome.blocked,
+        )
+        self._record.baseline_run = node
+        self._store.save(self._record)
+        verdict = f"{node.metric:.6g}" if node.success else "failed"
+        self.log(f"{self.task.id} baseline run (outside the step budget) -> {verdict}")
+        return node, False
 
     # -- internals ------------------------------------------------------------------------------
     def _report_progress(self, node: StepRecord) -> None:

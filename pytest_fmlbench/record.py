@@ -57,10 +57,14 @@ class Usage(BaseModel):
 
 
 class StepRecord(BaseModel):
-    """One step = one validation run; also one node of the agent's search tree."""
+    """One step = one validation run; also one node of the agent's search tree.
+
+    Step 0 is the baseline run (``RunRecord.baseline_run``): the baseline code's validation run that an
+    agent may ask for outside its step budget, as OpenEvolve's port does. It is never in ``steps.jsonl``.
+    """
 
     model_config = ConfigDict(extra="forbid")
-    step: int = Field(ge=1)
+    step: int = Field(ge=0)
     parent: int | None = None
     action: str
     plan: str = ""
@@ -140,6 +144,10 @@ class RunRecord(BaseModel):
     constraint_violated: bool = False
     test_error: str | None = None
     test_on_baseline: bool = False
+    # the baseline code's validation run outside the step budget (step 0, action "baseline"), where the
+    # agent asked for one (OpenEvolve's port measures its seed so); None otherwise and in older records.
+    # It counts in no step figure; it competes for the final test: a step must beat its value strictly
+    baseline_run: StepRecord | None = None
     # the editable files as the run started, for the exploration metrics (None in older records)
     baseline_snapshot: str | None = None
     integrity: Literal["ok", "violated"] = "ok"

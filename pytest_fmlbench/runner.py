@@ -160,6 +160,7 @@ def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
 
 def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, store: RunStore) -> RunOutcome:
     prior_steps = []
+    prior_baseline_run = None
     prior_wall = 0.0
     if store.exists() and settings.fresh:
         for child in store.dir.iterdir():
@@ -171,6 +172,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         if previous.status in FINAL_STATUSES and not budget_raised:
             return RunOutcome(previous, store, reused=True)
         prior_steps = store.load_steps()
+        prior_baseline_run = previous.baseline_run
         prior_wall = previous.wall_clock_s
 
     spec = task.spec
@@ -186,7 +188,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
     )
     store.save(record)
-    if prior_steps:
+    if prior_steps or prior_baseline_run:
         settings.log(f"{task.id} seed {seed}: resuming after {len(prior_steps)} recorded step(s)")
     started = time.monotonic()
     env = scrubbed_env(devices.experiment_env(spec.resources.gpus))
@@ -209,8 +211,9 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         search.check_sandbox_view()
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
-        session = HarnessSession(spec, search, store, record, manifest, prior_steps=prior_steps, llm=llm,
-                                 log=settings.log, progress=live.update)
+        session = HarnessSession(spec, search, store, record, manifest, prior_steps=prior_steps,
+                                 prior_baseline_run=prior_baseline_run, llm=llm, log=settings.log,
+                                 progress=live.update)
         agent = host.drive(
             mode=settings.agent_mode, session=session, llm=llm, task=task, steps=settings.steps,
             agent_cls=settings.agent_cls, agent_options=settings.agent_options, locator=settings.locator(),
@@ -275,11 +278,18 @@ def _final_test(task: Task, session: HarnessSession, store: RunStore, record: Ru
 
     The validation re-run only regenerates what the test needs: when it fails, the test is run all the
     same and the failure is kept in ``final_val_error``. With no successful step the baseline code is
-    tested; the scorer then credits the declared baseline values, as the original does.
+    tested; the scorer then credits the declared baseline values, as the original does. Where the agent
+    had the baseline run outside its budget (``run_baseline``, OpenEvolve's port), its measured value is a
+    candidate too, the earliest: the baseline code is tested unless a step beat that value strictly, as
+    the port's population keeps its seed as the best program until a child is fitter.
     """
     # the code the run started from, kept beside the steps' snapshots for the exploration metrics
     record.baseline_snapshot = store.write_named_snapshot("baseline", session.baseline_files)
     best = session.best
+    measured = record.baseline_run
+    if measured is not None and measured.success and measured.metric is not None and (
+            best is None or not session.journal.better(best.metric, measured.metric)):
+        best = None
     if best is None:
         files = session.baseline_files
         record.test_on_baseline = True

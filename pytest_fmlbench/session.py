@@ -61,6 +61,8 @@ class Session:
         self.gateway: dict[str, Any] | None = hello.get("gateway")
         # the agent's own time budget in seconds (the harness's time on its requests not counted)
         self.time_budget_s: float | None = hello.get("time_budget_s")
+        # the baseline code's validation run outside the budget, once ``run_baseline`` has answered
+        self.baseline_run: StepRecord | None = None
         if hello.get("steps_kept"):
             # a resumed run that goes on after its recorded steps instead of replaying them
             for node in self._ask("journal")["nodes"]:
@@ -126,6 +128,19 @@ class Session:
         self.journal.add(StepRecord.model_validate(reply["node"]))
         # steps asked for from several threads may be answered in any order; the journal keeps the harness's
         self.journal.nodes.sort(key=lambda node: node.step)
+        return StepResult(**reply["result"])
+
+
+    def run_baseline(self) -> StepResult:
+        """Run validation on the baseline code outside the step budget (as OpenEvolve's port measures its seed).
+
+        Costs no step. Afterwards the editable files are the baseline's. The measured value competes for
+        the final test: the baseline code is tested unless a step beats it strictly. Once per run: a second
+        call, or the same call in a resumed run, answers with the recorded run (``replayed``); its record is
+        ``session.baseline_run`` (step 0, action ``baseline``). Needs protocol version 2.
+        """
+        reply = self._ask("run_baseline")
+        self.baseline_run = StepRecord.model_validate(reply["node"])
         return StepResult(**reply["result"])
 
 

@@ -47,14 +47,39 @@ def ask(dispatcher, op, request_id=1, **args):
 
 def test_hello_first_with_the_version_spoken_here(dispatcher):
     assert ask(dispatcher, "files")["error"] == {"type": "BadRequest", "message": "files: say hello first (protocol "
-                                                 "version 1)"}
-    assert "version 2 is not spoken here" in ask(dispatcher, "hello", version=2)["error"]["message"]
+                                                 "version 2)"}
+    assert ask(dispatcher, "hello", version=3)["error"]["message"] == ("hello: protocol version 3 is not spoken here; "
+                                                                        "this harness speaks versions 1 and 2")
     reply = ask(dispatcher, "hello", 7, version=1)
     assert reply["id"] == 7 and reply["ok"]
     result = reply["result"]
     assert result["version"] == 1 and result["task"]["id"] == "toy_task" and result["steps_total"] == 2
     assert set(result["baseline_files"]) == {"algorithm.py", "config.json", "split_config.json"}
     assert result["rng_seed"] == "0:toy_task:probe" and result["llm"] is None
+
+
+def test_the_baseline_run_costs_no_step_and_is_run_once(dispatcher):
+    # a version-1 client is served as before: the operation version 2 added is not its to ask
+    ask(dispatcher, "hello", version=1)
+    refused = ask(dispatcher, "run_baseline")["error"]
+    assert refused == {"type": "BadRequest", "message": "run_baseline: an operation of protocol version 2; this "
+                                                        "agent said hello with version 1"}
+    assert ask(dispatcher, "hello", version=2)["result"]["version"] == 2
+    session = dispatcher.session
+    session.edit([WholeFile("config.json", json.dumps({"lr": 0.5, "epochs": 10}))])
+    reply = ask(dispatcher, "run_baseline")["result"]
+    assert reply["result"] == {"step": 0, "success": True, "metric": 0.76, "metrics": {"blobs/accuracy": 0.76}, "error": "",
+                               "is_best": False, "replayed": False}
+    node = reply["node"]
+    assert (node["step"], node["action"], node["parent"]) == (0, "baseline", None)
+    # it ran the baseline's files, which the workspace holds afterwards, and cost no step
+    assert session.files == session.baseline_files
+    assert ask(dispatcher, "steps")["result"] == {"total": 2, "used": 0, "left": 2}
+    assert session._record.baseline_run.metric == 0.76 and not session._store.steps_path.exists()
+    # a second call answers with the first run
+    again = ask(dispatcher, "run_baseline")["result"]
+    assert again["result"]["replayed"] and again["node"] == node
+    assert ask(dispatcher, "run_step", action="improve")["result"]["result"]["step"] == 1
 
 
 def test_unknown_operations_fields_and_types_are_refused_with_the_reason(dispatcher):

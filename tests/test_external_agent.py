@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, junit_props, load_record
 
 DOCS = REPO / "docs" / "agent-protocol.md"
-WAITING = re.compile(r"toy_task\[seed0\]: waiting for an external agent on (\S+) \(agent protocol version 1\)")
+WAITING = re.compile(r"toy_task\[seed0\]: waiting for an external agent on (\S+) \(agent protocol version 2\)")
 
 
 def docs_client() -> str:

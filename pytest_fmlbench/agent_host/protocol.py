@@ -1,11 +1,11 @@
-"""The agent protocol, version 1: everything an agent may ask of the harness, as JSON messages.
+"""The agent protocol, version 2: everything an agent may ask of the harness, as JSON messages.
 
 One message per line (a UTF-8 JSON object; JSON has no raw newline inside) over a stream socket: a
 socketpair the agent's process inherits, or a UNIX socket for ``--agent=external``. The agent asks,
 the harness answers, one request at a time::
 
-    -> {"id": 1, "op": "hello", "args": {"version": 1}}
-    <- {"id": 1, "ok": true, "result": {"version": 1, "task": {...}, ...}}
+    -> {"id": 1, "op": "hello", "args": {"version": 2}}
+    <- {"id": 1, "ok": true, "result": {"version": 2, "task": {...}, ...}}
     -> {"id": 7, "op": "run_step", "args": {"action": "improve"}}
     <- {"id": 7, "ok": false, "error": {"type": "BudgetExhausted", "message": "all 5 steps used"}}
 
@@ -21,7 +21,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-VERSION = 1
+VERSION = 2
+# versions a client may speak: version 2 added ``run_baseline``; a version-1 client is served as before
+SPOKEN = (1, 2)
+# the first version that has each operation added after version 1
+SINCE = {"run_baseline": 2}
 # one message; a task's editable files are at most 8 MB each (editor.MAX_EDITABLE_BYTES)
 MAX_MESSAGE_BYTES = 64 << 20
 MAX_TEXT_CHARS = 100_000
@@ -168,6 +172,7 @@ ARGS: dict[str, type[_Args]] = {
     "edit": EditArgs,
     "set_files": SetFilesArgs,
     "run_step": RunStepArgs,
+    "run_baseline": NoArgs,
     "annotate": AnnotateArgs,
     "journal": NoArgs,
     "best": NoArgs,

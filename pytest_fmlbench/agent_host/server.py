@@ -31,6 +31,8 @@ class Dispatcher:
         self.lent = lent or {}
         self.time_budget_s = time_budget_s
         self.greeted = False
+        # the protocol version the agent said hello with: it is answered in that version
+        self.version: int | None = None
         self.done: p.DoneArgs | None = None
         self.fatal: BaseException | None = None
         # an LLM budget the harness found crossed: the run is over, whatever the agent makes of it
@@ -69,6 +71,10 @@ class Dispatcher:
             raise p.RequestError(f"{op}: say hello first (protocol version {p.VERSION})")
         if self.done is not None:
             raise p.RequestError(f"{op}: the agent already said it was done")
+        since = p.SINCE.get(op, 1)
+        if self.version < since:
+            raise p.RequestError(f"{op}: an operation of protocol version {since}; this agent said hello with "
+                                 f"version {self.version}")
         s = self.session
         if op == "files":
             return {"files": s.files}
@@ -82,10 +88,15 @@ class Dispatcher:
             return _edit(s.edit(edits))
         if op == "set_files":
             return _edit(s.set_files(args.files))
-        if op in ("run_step", "llm.complete") and self.stop_reason:
+        if op in ("run_step", "run_baseline", "llm.complete") and self.stop_reason:
             raise RunStopped(self.stop_reason)
         if op == "run_step":
             return self._run_step(args)
+        if op == "run_baseline":
+            node, replayed = s.run_baseline()
+            return {"result": {"step": 0, "success": node.success, "metric": node.metric, "metrics": node.metrics,
+                               "error": node.error, "is_best": False, "replayed": replayed},
+                    "node": _node(node)}
         if op == "annotate":
             step = self._recorded(args.step)
             if args.extra:
@@ -111,13 +122,15 @@ class Dispatcher:
         raise p.RequestError(f"unknown operation {op!r}")
 
     def _hello(self, args: p.HelloArgs) -> dict[str, Any]:
-        if args.version != p.VERSION:
+        if args.version not in p.SPOKEN:
+            spoken = " and ".join(str(v) for v in p.SPOKEN)
             raise p.RequestError(f"hello: protocol version {args.version} is not spoken here; this harness speaks "
-                                 f"version {p.VERSION}")
+                                 f"versions {spoken}")
         self.greeted = True
+        self.version = args.version
         s = self.session
         llm = None if self.llm is None else {"model": self.llm.model, "provider": self.llm.provider}
-        return {"version": p.VERSION, "task": s.task.model_dump(mode="json"), "baseline_files": s.baseline_files,
+        return {"version": args.version, "task": s.task.model_dump(mode="json"), "baseline_files": s.baseline_files,
                 "steps_total": s.steps_total, "rng_seed": s.rng_seed, "llm": llm, "agent": self.agent,
                 # a resumed agent that keeps the recorded steps (a coding tool) starts after them
                 "steps_kept": s.steps_used, "time_budget_s": self.time_budget_s,

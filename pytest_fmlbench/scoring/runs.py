@@ -95,6 +95,9 @@ def labels(record: RunRecord) -> list[str]:
         out.append("agent in process")
     elif record.agent_process == "external":
         out.append("external agent")
+    if record.baseline_run is not None and record.test_on_baseline and record.best_val is not None:
+        # OpenEvolve's port: no step beat the baseline's measured value, so its code took the final test
+        out.append("tested the baseline code (no step beat its measured validation value)")
     if record.final_val_error and record.test_metric is not None:
         out.append("final val re-run failed, test still run")
     if record.test_error:
