@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cli_agents, cli_compare, cli_data
+from . import cli_agents, cli_compare, cli_data, cli_judge
 from .report import find_run_dirs, load_runs, render, write_csvs
 from .reports import summary
 
@@ -143,6 +143,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     cli_agents.COMMAND,
     cli_compare.COMMAND,
     cli_data.COMMAND,
+    cli_judge.COMMAND,
 ]
 
 
@@ -154,6 +155,7 @@ EPILOG = """examples:
   fmlbench agents                                the built-in agents and their options
   fmlbench compare last reports/fmlbench/runs    task by task deltas against the last saved session
   fmlbench data fetch -k lite                    the full-profile Lite tasks' data, into $FMLBENCH_DATA
+  fmlbench judge reports/fmlbench/runs --judge-model gpt-5.4   audit runs: signals, research and rule reviews
 
 'fmlbench COMMAND --help' describes one command."""
 

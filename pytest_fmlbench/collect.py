@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .audit.properties import audit_properties
+from .audit.run import audit_run
 from .record import RunRecord, RunStore
 from .runner import RunBusy, RunError, RunOutcome, execute, run_dir_for
 from .scoring import ni_test
@@ -76,6 +78,8 @@ class TaskItem(pytest.Item):
         except RunError:
             self._record_from_disk(bench)
             raise
+        # every run is audited (cheap signals; the judges with --fmlbench-judge, replayed on a rerun)
+        audit_run(self.outcome.store.dir, self.task.spec, bench.judge, record=self.outcome.record)
         self._record_properties(self.outcome.record, self.outcome.store.dir, self.outcome.reused)
 
     def _announce(self, line: str) -> None:
@@ -93,7 +97,10 @@ class TaskItem(pytest.Item):
         _, run_dir = run_dir_for(bench.settings, self.task, self.seed)
         store = RunStore(run_dir)
         if store.exists():
-            self._record_properties(store.load(), run_dir, False)
+            record = store.load()
+            if record.steps_used:
+                audit_run(run_dir, self.task.spec, bench.judge, record=record)
+            self._record_properties(record, run_dir, False)
 
     def _record_properties(self, record: RunRecord, run_dir: Path, reused: bool) -> None:
         test_ni = ni_test(record)
@@ -115,6 +122,7 @@ class TaskItem(pytest.Item):
             "sandbox": record.sandbox or "unknown", "agent_process": record.agent_process or "unknown",
             RUN_DIR_PROPERTY: str(run_dir), REUSED_PROPERTY: str(reused).lower(),
             RESUMED_PROPERTY: record.resumed_from_step if record.resumed_from_step and not reused else 0,
+            **audit_properties(record),
         }
         self.user_properties[:] = [(k, v) for k, v in self.user_properties if k not in properties]
         self.user_properties.extend(properties.items())

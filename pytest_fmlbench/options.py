@@ -16,6 +16,8 @@ from .agent_host.launcher import DEFAULT_MAX_PROCESSES, AgentLimits
 from .agent_host.locate import AgentLocator, locate_spec
 from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
 from .agentkit import Agent, AgentLoadError, AgentOptions, builtin_names, load_agent_class, parse_agent_options
+from .audit.judge import JudgeSpec
+from .audit.run import JudgeConfig
 from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
 
@@ -83,6 +85,17 @@ def add_options(parser: pytest.Parser) -> None:
                     help="run experiments WITHOUT the bubblewrap sandbox (by default each experiment sees only "
                     "its workspace, {out} and the interpreter, with no network, no secrets and its own "
                     "process namespace); such runs are marked 'unsandboxed' in records, JUnit and tables")
+    group.addoption("--fmlbench-judge", action="store_true",
+                    help="after each run, a judge model reviews it from its records: a research review on "
+                    "MLR-Judge's rubric and a rule review (test data, labels, hard-coded answers, the protected "
+                    "protocol, special-casing the evaluator); findings flag the run 'suspect', never re-score it. "
+                    "Needs --judge-model. Cheap signals without a model run for every run regardless")
+    group.addoption("--judge-model", action="append", default=[], metavar="MODEL",
+                    help="a judge model (repeatable: several judges' scores are averaged, as MLR-Judge does)")
+    group.addoption("--judge-provider", metavar="PROVIDER",
+                    help="the judges' provider (default: inferred from each --judge-model, as --provider)")
+    group.addoption("--judge-base-url", metavar="URL",
+                    help="the judges' endpoint (an OpenAI-compatible server, as --base-url)")
     group.addoption("--fmlbench-compare", metavar="OLD",
                     help="at the end, compare this session with OLD: a folder of run records, a saved session "
                     "(last, last-N, a number, a name from <fmlbench-out>/sessions/) or a session file; per task, "
@@ -96,6 +109,8 @@ def add_options(parser: pytest.Parser) -> None:
 class BenchConfig:
     settings: RunSettings
     seeds: int
+    # who judges each run (--fmlbench-judge); None: the cheap signals only
+    judge: JudgeConfig | None = None
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> BenchConfig | None:
@@ -135,7 +150,7 @@ class BenchConfig:
             agent_mode=agent.mode, agent_locator=agent.locator, agent_limits=_agent_limits(config),
             agent_needs=agent.needs, scale=config.getoption("scale"),
         )
-        return cls(settings, seeds)
+        return cls(settings, seeds, _judge_setup(config))
 
 
 @dataclass(frozen=True)
@@ -213,3 +228,29 @@ def _llm_setup(config: pytest.Config) -> tuple[LLMSettings, Endpoint]:
     except LLMSetupError as exc:
         raise pytest.UsageError(str(exc)) from None
     return settings, endpoint
+
+
+def _judge_setup(config: pytest.Config) -> JudgeConfig | None:
+    """The judges of --fmlbench-judge, checked once (key, price for --max-cost-usd) before any task runs."""
+    models = config.getoption("judge_model")
+    if not config.getoption("fmlbench_judge"):
+        if models:
+            raise pytest.UsageError("--judge-model judges runs only with --fmlbench-judge")
+        return None
+    if not models:
+        raise pytest.UsageError("--fmlbench-judge needs a judge: pass --judge-model=MODEL")
+    price_table = config.getoption("price_table")
+    try:
+        base = LLMSettings(
+            max_cost_usd=config.getoption("max_cost_usd"),
+            price_table=Path(config.invocation_params.dir) / price_table if price_table else None,
+            timeout_s=config.getoption("llm_timeout"), retries=config.getoption("llm_retries"),
+            backoff_s=config.getoption("llm_backoff"))
+        judge = JudgeConfig(tuple(JudgeSpec(m, config.getoption("judge_provider"), config.getoption("judge_base_url"))
+                                  for m in models), base)
+        judge.preflight()
+    except ValidationError as exc:
+        raise pytest.UsageError(f"judge: {exc.errors()[0]['msg']}") from None
+    except LLMSetupError as exc:
+        raise pytest.UsageError(f"judge: {exc}") from None
+    return judge

@@ -13,7 +13,9 @@ from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPE
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
 from .reports import summary
+from .reports.disclosure import agent_code_sha256, hardware
 from .scoring.aggregate import Scores
+from .spec import TASK_FILE, TaskSpecError, load_task
 from .slurm import add_slurm_options, configure as configure_slurm
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -144,10 +146,16 @@ class ResultsCollector:
         # scored once: the terminal, the CSVs, the JSON summary and the HTML page show the same numbers
         scores = Scores.from_runs(runs)
         terminalreporter.write(render(scores, width=max(170, terminalreporter._tw.fullwidth)))
+        for record, _, _ in runs:
+            # a judge that could not give a usable answer is one line each, never a crash
+            for line in record.audit.errors if record.audit is not None else ():
+                terminalreporter.write_line(f"[fmlbench] audit of {record.task}[seed{record.seed}]: {line}",
+                                            yellow=True)
         report_dir = self.bench.settings.out_dir / "reports"
         write_csvs(scores, report_dir)
-        summary.write_summary(summary.build_summary(scores, source="pytest", options=self.session_options(),
-                                                    suite=summary.suite_of(sorted(self.task_dirs))),
+        summary.write_summary(summary.build_summary(scores, source="pytest", options=self.session_options(runs),
+                                                    suite=summary.suite_of(sorted(self.task_dirs)),
+                                                    hardware=hardware()),
                               report_dir / summary.FILE_NAME)
         terminalreporter.write_line(
             f"tables written to {report_dir}/ (session summary: {summary.FILE_NAME}) ; "
@@ -171,11 +179,22 @@ class ResultsCollector:
         else:
             terminalreporter.write_line(f"HTML report written to {path}")
 
-    def session_options(self) -> summary.SessionOptions:
+    def session_options(self, runs: list) -> summary.SessionOptions:
         s = self.bench.settings
+        timeouts = {}
+        for task_dir in self.task_dirs:
+            try:
+                timeouts[task_dir.name] = load_task(task_dir / TASK_FILE).spec.timeout_s
+            except (TaskSpecError, OSError):
+                continue
+        judge = self.bench.judge
         return summary.SessionOptions(
             agent=s.agent_name, agent_options=s.agent_options.model_dump(mode="json"), model=s.model,
             provider=s.provider, steps=s.steps, seeds=self.bench.seeds, sandboxed=s.sandboxed,
             agent_mode=s.agent_mode, fresh=s.fresh,
             max_cost_usd=s.budget.get("max_cost_usd"), max_tokens=s.budget.get("max_tokens"),
+            network=not s.sandboxed, agent_timeout_s=s.agent_limits.timeout_s, task_timeouts_s=timeouts,
+            agent_code_sha256=agent_code_sha256(s),
+            judges=sorted({j for record, _, _ in runs if record.audit for j in record.audit.judge_names})
+            if judge is not None else [],
         )

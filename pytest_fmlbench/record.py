@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .audit.records import RunAudit
 from .evalkit import ConstraintOutcome
 
 SCHEMA_VERSION = 1
@@ -174,6 +175,9 @@ class RunRecord(BaseModel):
     # "external" (another program, --agent=external); None in records written before agents had a process
     agent_process: str | None = None
     resumed_from_step: int | None = None
+    # how the run got its score: cheap signals and, when asked, a judge model's reviews (pytest_fmlbench.audit);
+    # written after the run, never read by the scorer's numbers. None until audited, and in older records
+    audit: RunAudit | None = None
 
 
 class RunStore:

@@ -233,7 +233,10 @@ def summary_items(scores: Scores) -> list:
         items = agent_tables(group, f"{agent} / {model}")
     else:
         items = side_by_side(scores)
-    return [*items, *aup_rich(scores)]
+    # the audit's research review (the fourth table) and suspect runs, then AUP
+    from .audit.tables import audit_items
+
+    return [*items, *audit_items(scores.runs), *aup_rich(scores)]
 
 
 def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:

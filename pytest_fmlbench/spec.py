@@ -211,6 +211,18 @@ class UpstreamFiles(_Strict):
         return any(workspace_path == p or workspace_path.startswith(p.rstrip("/") + "/") for p in self.paths)
 
 
+class AuditLimits(_Strict):
+    """What the audit's cheap signals compare a run with (see pytest_fmlbench.audit.signals)."""
+
+    ceiling: float | None = Field(
+        None, description="the best test value an honest method can plausibly reach, on the metric's raw scale "
+        "(e.g. the Bayes-optimal accuracy plus sampling noise); a test value beyond it flags the run. "
+        "Default: the normalization bound 'best'")
+    usual_gap: float | None = Field(
+        None, ge=0, description="how far test usually sits above validation, in units of the normalization "
+        "range; a run whose test beats its validation by far more flags the run. Default: the baseline's own")
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     version: int = 1
@@ -237,6 +249,7 @@ class TaskSpec(_Strict):
     data: list[Artifact] = Field([], description="artefacts fetched by `fmlbench data fetch` (full profile)")
     upstream: list[UpstreamFiles] = Field([], description="files of git artefacts copied into every fresh "
                                           "workspace (full profile)")
+    audit: AuditLimits = AuditLimits()
 
     @model_validator(mode="after")
     def _full_profile_declares_its_scale(self) -> TaskSpec:

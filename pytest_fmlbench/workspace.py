@@ -204,7 +204,7 @@ class Workspace:
                 raise HarnessError(prep.describe_failure(f"{self.task.id}: prepare (test)", spec.timeout_s))
             self._seal_private()
         run = self.experiment(split, out, f"{log_prefix}_{split}")
-        blocked = _blocked_lines(self.logs / f"{log_prefix}_{split}.log") if self.sandboxed else []
+        blocked = blocked_lines(self.logs / f"{log_prefix}_{split}.log") if self.sandboxed else []
         if manifest is not None:
             problems = manifest.verify() + self._check_private()
             if problems:
@@ -298,7 +298,7 @@ def _reported_stderr(run: CommandResult, timeout_s: float) -> str:
     return run.stderr
 
 
-def _blocked_lines(log: Path, keep: int = 10) -> list[str]:
+def blocked_lines(log: Path, keep: int = 10) -> list[str]:
     """Lines of an experiment's output that report an attempt the sandbox refused (first ``keep``)."""
     try:
         with open(log, "rb") as fh:

@@ -120,3 +120,47 @@ def test_report_command_says_what_is_wrong_in_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--html", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err
     assert "no run records" in err and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser installs it)")
+def test_the_transcript_of_a_100_step_long_context_run_is_lazy_searchable_and_escaped(tmp_path, capsys):
+    from long_run import HOSTILE as CALL_HOSTILE, NEEDLE_STEP, naive_size, needle, write_long_run
+
+    run_dir = write_long_run(tmp_path)
+    page = tmp_path / "long.html"
+    assert main(["report", str(tmp_path / "runs"), "--html", str(page), "--encoder", "none"]) == 0
+    import plotly.offline
+
+    text = page.read_text()
+    size, plotly_js = len(text.encode()), len(plotly.offline.get_plotlyjs().encode())
+    transcript = len(text[text.index('id="fmlbench-transcripts">'):].split("</script>")[0].encode())
+    naive = naive_size(run_dir)
+    # measured, not timed: written out call by call, the calls' messages alone weigh tens of megabytes
+    print(f"\n100-step long-context run: page {size / 1e6:.2f} MB, of which plotly.js {plotly_js / 1e6:.2f} MB and "
+          f"the transcript {transcript / 1e6:.2f} MB; its calls written out one by one: {naive / 1e6:.1f} MB")
+    assert naive > 30e6 and transcript < naive / 20 and size - plotly_js < 2e6
+    assert CALL_HOSTILE not in text and "<img" not in text
+
+    # nothing of the transcript is built until asked for
+    dom = rendered_dom(page)
+    assert dom.count('<details class="calls"') == 100 and 'class="msg"' not in dom
+    assert "<title>FML-bench report</title>" in dom and "<img" not in dom
+
+    # a search link lists the matching call and opens it, built as text
+    dom = rendered_dom_at(page, f"search={needle(NEEDLE_STEP)}")
+    # found in its reply, and in every later call, which sends the conversation again
+    assert f"{1 + 2 * (100 - NEEDLE_STEP)} call(s) found" in dom
+    assert f"step {NEEDLE_STEP}, call {2 * NEEDLE_STEP - 1} (edit)" in dom
+    assert dom.count('class="msg"') == NEEDLE_STEP * 2 and needle(NEEDLE_STEP) in dom
+    dom = rendered_dom_at(page, "search=PWNED")
+    assert "<title>FML-bench report</title>" in dom and "<img" not in dom
+    # shown as text: the browser serialises a text node's < and > as entities
+    assert '&lt;script&gt;document.title="PWNED"&lt;/script&gt;' in dom
+
+
+def rendered_dom_at(page: Path, fragment: str) -> str:
+    done = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                           "--virtual-time-budget=15000", "--dump-dom", page.resolve().as_uri() + "#" + fragment],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout

@@ -57,6 +57,21 @@ def test_pytest_session_writes_the_summary_beside_the_csvs(pytester, toy, bench)
     assert summary.encoder == process.loc["toy_task", "encoder"]
     assert [row.solver for row in summary.aup] == ["random-search", "declared baseline"]
 
+    # disclosures, so that two tables are comparable or visibly not
+    import hashlib
+    import os
+
+    from pytest_fmlbench.agentkit.loading import agents_dir
+
+    hardware = summary.hardware
+    assert hardware.cpu_count == os.cpu_count() and hardware.memory_gb > 0 and hardware.cpu_model
+    assert hardware.gpu_count == len(hardware.gpu_models)
+    assert options.network is False and options.agent_timeout_s is None and options.task_timeouts_s == {"toy_task": 60}
+    module = agents_dir() / "random_search.py"
+    expected = hashlib.sha256(b"random_search.py\0" + hashlib.sha256(module.read_bytes()).digest()).hexdigest()
+    assert options.agent_code_sha256 == expected and options.judges == []
+    assert tables.audited_runs == 1 and tables.suspect_runs == [] and tables.research_review == []
+
 
 def test_fmlbench_score_writes_the_summary_with_its_csvs(tmp_path, capsys):
     root = tmp_path / "runs"

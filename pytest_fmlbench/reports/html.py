@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from ..report import as_scores
 from ..scoring.aggregate import AUTO, Scores
 from .steps import RunView, run_view, tail
 from .tables import session_tables
+from .transcripts import TranscriptPayload
 
 
 class ReportUnavailable(Exception):
@@ -63,9 +64,13 @@ def render_html(runs: list[tuple], scores: Scores | None = None, encoder=AUTO) -
     by_task: dict[str, list[RunView]] = defaultdict(list)
     for record, steps, run_dir in runs:
         by_task[record.task].append(run_view(record, steps, run_dir))
+    steps_of = {Path(run_dir): steps for _, steps, run_dir in runs}
+    payload = TranscriptPayload()
     sections = []
     for index, task in enumerate(sorted(by_task)):
         views = sorted(by_task[task], key=lambda v: (v.record.agent, v.record.model or "", v.record.seed))
+        views = [replace(v, transcript=at, calls=calls)
+                 for v in views for at, calls in [payload.add_run(v.run_dir, steps_of[Path(v.run_dir)])]]
         figure_html = dict(full_html=False, include_plotlyjs=False, config={"responsive": True})
         sections.append(TaskSection(
             task, views,
@@ -77,6 +82,8 @@ def render_html(runs: list[tuple], scores: Scores | None = None, encoder=AUTO) -
     template = env.get_template("report.html.j2")
     return template.render(
         plotly_js=jinja2.utils.markupsafe.Markup(offline.get_plotlyjs()),
+        # JSON made safe for a script element by TranscriptPayload.to_script
+        transcripts=jinja2.utils.markupsafe.Markup(payload.to_script()),
         tables=session_tables(scores), encoder=scores.encoder, runs_count=len(runs),
         tasks=[_trusted_figures(section, jinja2) for section in sections],
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

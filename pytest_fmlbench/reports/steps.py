@@ -7,8 +7,9 @@ text as far as the page is concerned: it is returned raw and escaped where it is
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..record import RunRecord, RunStore, StepRecord
 
@@ -41,6 +42,10 @@ class RunView:
     record: RunRecord
     run_dir: Path
     steps: list[StepView]
+    # where the run's LLM calls are in the page's transcript payload, and a summary per step (None: after
+    # the last step); see reports.transcripts
+    transcript: int | None = None
+    calls: dict[int | None, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ..scoring.aggregate import Scores
 from ..scoring.aup import aup_table, solver_name
 from ..scoring.metrics import PROCESS_COLUMNS
+from .disclosure import Hardware
 from .provenance import common_folder, suite_commit, versions
 
 SCHEMA_VERSION = 1
@@ -62,6 +63,19 @@ class ProcessRow(_Strict):
     seeds: int
 
 
+class ReviewRow(_Strict):
+    task: str
+    # each rubric dimension, averaged over judges and then over the task's judged seeds
+    scores: dict[str, float | None]
+    judged_runs: int
+
+
+class SuspectRun(_Strict):
+    task: str
+    seed: int | str
+    reasons: list[str]
+
+
 class SolverTables(_Strict):
     """One agent/model pair: the original's three tables, one row per task, and their means over tasks."""
 
@@ -73,6 +87,13 @@ class SolverTables(_Strict):
     normalized_improvement_mean: dict[Literal["ni", "ni_val"], float | None]
     process_metrics: list[ProcessRow]
     process_metrics_mean: ProcessValues
+    # the audit (pytest_fmlbench.audit): runs audited, the suspect ones with their reasons, the research review
+    audited_runs: int = 0
+    suspect_runs: list[SuspectRun] = []
+    research_review: list[ReviewRow] = []
+    research_review_mean: dict[str, float | None] = {}
+    judges: list[str] = []
+    judge_cost_usd: float | None = None
 
 
 class AupRow(_Strict):
@@ -103,6 +124,17 @@ class SessionOptions(_Strict):
     fresh: bool = False
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    # whether experiments and the agent's process could reach the network (never inside the sandbox; the
+    # agent's LLM calls go through the harness either way)
+    network: bool = False
+    # the time given: the agent process's own budget (None: 600 s + steps x the task's timeout) and each
+    # task's timeout per experiment
+    agent_timeout_s: float | None = None
+    task_timeouts_s: dict[str, float] = {}
+    # sha256 of the agent's own code (its file, package or built-in module); None for an external program
+    agent_code_sha256: str | None = None
+    # the judges of --fmlbench-judge (provider:model)
+    judges: list[str] = []
 
 
 class SessionSummary(_Strict):
@@ -114,6 +146,7 @@ class SessionSummary(_Strict):
     versions: dict[str, str | None]
     suite: SuiteInfo
     options: SessionOptions | None = Field(None, description="null for `fmlbench score`, which runs nothing")
+    hardware: Hardware | None = Field(None, description="the machine the session ran on; null for `fmlbench score`")
     tables: list[SolverTables]
     aup: list[AupRow]
     runs: int
@@ -147,17 +180,43 @@ def _solver_tables(agent: str, model: str, scores: Scores) -> SolverTables:
         normalized_improvement_mean={"ni": _value(summary["ni"]), "ni_val": _value(summary["ni_val"])},
         process_metrics=process,
         process_metrics_mean=ProcessValues(**{c: _value(summary[c]) for c in PROCESS_COLUMNS}),
+        **_audit_fields(scores.runs),
     )
 
 
+def _audit_fields(runs) -> dict[str, Any]:
+    if "suspect" not in runs:
+        return {}
+    audited = runs[runs["suspect"].notna()]
+    suspect = audited[audited["suspect"] > 0]
+    fields: dict[str, Any] = {
+        "audited_runs": len(audited),
+        "suspect_runs": [SuspectRun(task=row["task"], seed=row["seed"], reasons=str(row["suspect_reasons"]).split("\n"))
+                         for _, row in suspect.iterrows()],
+    }
+    judged = audited[audited["judges"].astype(str) != ""]
+    dims = [c for c in judged.columns if c.startswith("review_")]
+    if not judged.empty and dims:
+        per_task = judged.groupby("task")[dims].mean()
+        fields["research_review"] = [
+            ReviewRow(task=task, scores={d.removeprefix("review_"): _value(row[d]) for d in dims},
+                      judged_runs=int((judged["task"] == task).sum())) for task, row in per_task.iterrows()]
+        fields["research_review_mean"] = {d.removeprefix("review_"): _value(per_task[d].mean()) for d in dims}
+        fields["judges"] = sorted({n.strip() for cell in judged["judges"] for n in str(cell).split(",") if n.strip()})
+        costs = judged["judge_cost_usd"]
+        fields["judge_cost_usd"] = None if costs.isna().any() else float(costs.sum())
+    return fields
+
+
 def build_summary(scores: Scores, *, source: Literal["pytest", "fmlbench score"],
-                  options: SessionOptions | None = None, suite: Path | None = None) -> SessionSummary:
+                  options: SessionOptions | None = None, suite: Path | None = None,
+                  hardware: Hardware | None = None) -> SessionSummary:
     commit, dirty = suite_commit(suite)
     aup = aup_table(scores) if not scores.runs.empty else None
     return SessionSummary(
         generated_at=datetime.now(timezone.utc), source=source, encoder=scores.encoder, versions=versions(),
         suite=SuiteInfo(path=str(Path(suite).resolve()) if suite else None, git_commit=commit, git_dirty=dirty),
-        options=options,
+        options=options, hardware=hardware,
         tables=[_solver_tables(agent, model, group) for (agent, model), group in scores.groups()],
         aup=[] if aup is None else [AupRow(solver=str(solver), aup_best_attempt=_value(row["aup_best_attempt"]),
                                            aup_final=_value(row["aup_final"])) for solver, row in aup.iterrows()],

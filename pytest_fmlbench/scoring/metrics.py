@@ -178,4 +178,18 @@ def score_run(run: RunInput) -> dict[str, float | str]:
         "wall_clock_h": run.wall_s / 3600.0 if run.wall_s is not None else NAN,
         # beyond the original's twelve: dollars, NaN when any call's price is unknown
         "cost_usd": run.cost_usd if run.cost_usd is not None else NAN,
+        **audit_columns(run),
+    }
+
+
+def audit_columns(run: RunInput) -> dict[str, float | str]:
+    """The run's audit, beside its scores (it never changes them): suspect (1/0, NaN where not audited) with
+    its reasons, and each research-review dimension averaged over the judges."""
+    reasons = run.suspect_reasons
+    return {
+        "suspect": NAN if reasons is None else float(bool(reasons)),
+        "suspect_reasons": "\n".join(reasons or []),
+        "judges": ", ".join(run.judges),
+        "judge_cost_usd": run.judge_cost_usd if run.judge_cost_usd is not None else NAN,
+        **{f"review_{name}": float(score) for name, score in run.review.items()},
     }

@@ -58,6 +58,11 @@ class RunInput:
     snapshot_key: str | None = None
     load_snapshots: Callable[[], list[dict[str, str]]] | None = None
     load_baseline: Callable[[], dict[str, str] | None] | None = None
+    # the run's audit (pytest_fmlbench.audit): None where it was never audited (and for the original's results)
+    suspect_reasons: list[str] | None = None
+    review: dict[str, float] = field(default_factory=dict)
+    judges: list[str] = field(default_factory=list)
+    judge_cost_usd: float | None = None
 
 
 def test_reason(record: RunRecord) -> str:
@@ -97,6 +102,10 @@ def labels(record: RunRecord) -> list[str]:
         out.append("final val re-run failed, test still run")
     if record.test_error:
         out.append(record.test_error.splitlines()[0][:100])
+    if record.audit is not None and record.audit.suspect:
+        # flagged, never re-scored: the note says so, the audit's tables say why
+        kinds = dict.fromkeys(f.kind for f in record.audit.flags)
+        out.append(f"suspect ({', '.join(kinds)})")
     return out
 
 
@@ -131,4 +140,8 @@ def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None
         snapshot_key=snapshot_key,
         load_snapshots=load_snapshots if store is not None and steps else None,
         load_baseline=load_baseline if store is not None else None,
+        suspect_reasons=record.audit.reasons if record.audit is not None else None,
+        review=record.audit.research_means() if record.audit is not None else {},
+        judges=record.audit.judge_names if record.audit is not None else [],
+        judge_cost_usd=record.audit.judge_cost_usd if record.audit is not None and record.audit.judges else None,
     )
