@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import string
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from .isolation import package_data
 
 TASK_FILE = "task.yaml"
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result"}
 
 
@@ -175,6 +177,18 @@ class TaskSpec(_Strict):
     knobs: Knobs | None = None
     resources: Resources = Resources()
     sandbox: Sandbox = Sandbox()
+    warm: list[str] | None = Field(
+        None, description="modules the experiments' warm parent imports before it forks each step "
+        "(e.g. [numpy, pandas, sklearn.linear_model]); absent: the installed modules the baseline's "
+        "files import; []: experiments start cold")
+
+    @field_validator("warm")
+    @classmethod
+    def _module_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            if not _MODULE.match(name):
+                raise ValueError(f"{name!r} is not a module name (e.g. 'sklearn.linear_model')")
+        return value
 
     @field_validator("editable")
     @classmethod
@@ -272,6 +286,14 @@ def load_task(task_yaml: Path) -> Task:
     for pattern in spec.protected:
         if not any((root / "workspace").glob(pattern)):
             raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
+    if spec.warm:
+        from .isolation.warm import local_module_names
+
+        local = local_module_names(root / "workspace")
+        for name in spec.warm:
+            if name.partition(".")[0] in local:
+                raise TaskSpecError(f"{where}: field 'warm': {name!r} is a module of the task's workspace; a warm "
+                                    "parent imports installed libraries only (task code is imported fresh by each step)")
     for resource in spec.sandbox.hide:
         try:
             package_data.check(resource)
