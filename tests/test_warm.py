@@ -91,6 +91,17 @@ ERRORS = {
     "non-daemon-thread": ("import threading, time\n"
                           "threading.Thread(target=lambda: (time.sleep(0.5), print('thread done', flush=True))).start()\n"),
     "killed": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    # what the command leaves to the interpreter's finalization through objects a library holds
+    "library-holds-a-file": ("import numpy, sys\n"
+                             "numpy._fmlbench_left = open(sys.argv[-1] + '/left-open.txt', 'w')\n"
+                             "numpy._fmlbench_left.write('kept')\n"),
+    "library-holds-a-finalizer": ("import json, sys\n"
+                                  "class Noisy:\n    def __del__(self):\n        sys.stderr.write('finalized\\n')\n"
+                                  "json._fmlbench_noisy = Noisy()\n"),
+    "daemon-thread": ("import threading, time\n"
+                      "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nprint('out')\n"),
+    "keyboard-interrupt": "raise KeyboardInterrupt\n",
+    "exit-bool": "import sys\nsys.exit(True)\n",
 }
 
 

@@ -21,10 +21,19 @@ its command is a holder (``sh`` waiting on a pipe). A child of the warm parent t
    itself undumpable and handles no signal (so nothing inside can signal it), then forks the command;
 4. the command (pid 2, parent 1, in the init's session, as bubblewrap runs it) closes every inherited
    descriptor, takes the step's stdin/stdout/stderr, working directory, environment, ``sys.argv``,
-   ``sys.orig_argv`` and ``sys.path[0]``, forgets the import system's cached view of folders, reseeds
-   numpy's global generator (Python's own reseeds itself at fork), and runs the script as ``__main__``
-   at the top level of the interpreter, so its traceback, exit code, atexit handlers and thread joins
-   are a script's. The task's editable modules are imported fresh: the parent never imported them.
+   ``sys.orig_argv`` and ``sys.path[0]``, shows its own ``/proc/self/cmdline`` and ``environ`` (and the
+   init shows bubblewrap's), reseeds numpy's global generator (Python's own reseeds itself at fork),
+   and runs the script as ``__main__`` at the top level of the interpreter, so its traceback, exit
+   code, atexit handlers and thread joins are a script's. The task's editable modules are imported
+   fresh: the parent never imported them. At the end, the interpreter's own finalization is skipped
+   where it could change nothing the command could see (``warm_parent._Ending``): it would copy
+   nearly all of the parent's memory only to free it.
+
+What a warm step sees differently, on purpose: the parent's modules are already in ``sys.modules``
+(with the warnings filters they installed), the collector's frozen generation holds them, OpenBLAS's
+thread pool starts at the first BLAS call rather than at import, the memory layout is the parent's
+(the same in every step), and the sandbox's init cannot be traced or read (bubblewrap's can).
+``tests/test_warm.py`` compares everything else a script can observe, cold against warm.
 
 Nothing a step does reaches a later one: every step gets a fresh sandbox (files in ``/tmp``,
 ``/dev/shm``, ``$HOME``), a fresh fork (modules, monkeypatches, environment, threads), a PID namespace
