@@ -5,8 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup sandbox browser demo test soak slurm-up slurm-down
-setup: $(VENV)/.installed sandbox
+.PHONY: setup sandbox tools browser demo test soak slurm-up slurm-down
+setup: $(VENV)/.installed sandbox tools
 
 # experiments run inside bubblewrap by default; root installs it, anyone else is told how
 sandbox:
@@ -18,6 +18,39 @@ sandbox:
 	    echo "experiments run in a bubblewrap sandbox: install it (sudo apt-get install bubblewrap," \
 	         "or your distribution's bubblewrap package), or pass --no-sandbox to pytest"; \
 	  fi; }
+
+# the general coding agents' tools (--agent=claude-code, codex, mini-swe-agent), pinned, under the interpreter's
+# prefix: .venv is visible read-only inside the agent sandbox, the user's global npm and site-packages are not.
+# mini-swe-agent gets a venv of its own so that its dependencies (litellm, datasets) never touch ours.
+CLAUDE_CODE_VERSION := 2.1.328
+CODEX_VERSION := 0.169.0
+MINI_SWE_AGENT_VERSION := 2.4.6
+TOOLS := $(VENV)/tools
+NPM_TOOLS_STAMP := $(TOOLS)/.npm-claude-code-$(CLAUDE_CODE_VERSION)-codex-$(CODEX_VERSION)
+MINI_STAMP := $(TOOLS)/mini-swe-agent/.installed-$(MINI_SWE_AGENT_VERSION)
+NPM ?= npm
+
+tools: $(MINI_STAMP)
+	@if [ -f $(NPM_TOOLS_STAMP) ]; then :; \
+	elif ! command -v $(NPM) >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	     [ "$(NPM)" = npm ]; then \
+	  echo "installing npm (Claude Code and Codex are npm packages), then the tools"; \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq nodejs npm >/dev/null && $(MAKE) --no-print-directory tools; \
+	elif ! command -v $(NPM) >/dev/null 2>&1; then \
+	  echo "npm is missing: --agent=claude-code and --agent=codex need it to install their tools (Debian/Ubuntu:" \
+	       "apt-get install nodejs npm), then run make tools again"; \
+	else \
+	  set -e; mkdir -p $(TOOLS); echo "installing Claude Code $(CLAUDE_CODE_VERSION) and Codex $(CODEX_VERSION) into $(TOOLS)"; \
+	  $(NPM) install --prefix $(TOOLS) --save-exact --no-audit --no-fund --loglevel=error \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION); \
+	  rm -f $(TOOLS)/.npm-claude-code-*; touch $(NPM_TOOLS_STAMP); \
+	fi
+
+$(MINI_STAMP): $(VENV)/.installed
+	$(PY) -m venv $(TOOLS)/mini-swe-agent
+	$(TOOLS)/mini-swe-agent/bin/python -m pip install -q mini-swe-agent==$(MINI_SWE_AGENT_VERSION)
+	rm -f $(TOOLS)/mini-swe-agent/.installed-*
+	touch $@
 
 # the HTML report's test opens the page in headless Chromium to check that its plots render
 browser:

@@ -30,7 +30,12 @@ for its 18 tasks only, and it crashes on any other), the reach scale here comes 
 the distance from the baseline code's vector to the empty program's (for the original's CLS-sum
 embedding, the norm of the baseline's vector), i.e. how far the code would move if all of it were
 deleted. ``reach_scale`` overrides it (e.g. with the original's constant when embedding with
-GraphCodeBERT). Without a usable encoder the rules never fire, and each step records why.
+GraphCodeBERT). Without a usable encoder the rules never fire, and each step records why (the original
+stops before its first step when its encoder does not load).
+
+An exception inside the loop (phase 1 or 2) ends it, and the run goes on to its final test on the best
+code so far, as the port's ``except Exception`` does (recorded in the run's ``caught_errors``;
+``loop_error=crash``: the run ends as an error).
 """
 
 from __future__ import annotations
@@ -42,12 +47,13 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from pytest_fmlbench.agentkit import Agent, metric_line, render_files
+from pytest_fmlbench.agentkit import Agent, metric_line
+from pytest_fmlbench.agentkit.loop import caught_in_loop
 from pytest_fmlbench.scoring.metrics import scale, scored_direction, transform_value
 from pytest_fmlbench.session import Session
 from pytest_fmlbench.spec import TaskSpec
 
-from .autoresearch import AutoresearchOptions, Climber, Line
+from .autoresearch import AutoresearchOptions, Climber, Line, current_code
 
 JOURNAL_RECENT = 30
 JOURNAL_MAX_CHARS = 30_000
@@ -294,8 +300,10 @@ class _Search:
         self.next_branch = 0
 
     def run(self) -> None:
-        while self.s.steps_left > 0:
-            self.phase1_step() if self.phase == 1 else self.phase2_step()
+        # the port's `except Exception` around its main loop (not its setup): the run goes on to the final test
+        with caught_in_loop(self.s, self.o.loop_error, "adaptive-search main loop"):
+            while self.s.steps_left > 0:
+                self.phase1_step() if self.phase == 1 else self.phase2_step()
 
     def annotate(self, step: int, **fields: Any) -> None:
         extra = self.s.journal.get(step).extra.get("adaptive", {})
@@ -412,6 +420,7 @@ class _Search:
             "(no experiments on this branch yet.)"
         parts += ["\n## Branch History (this branch only)\n" + history,
                   "\n## Cross-branch Journal (recent activity of all phase-2 branches)\n" + self.journal_text(),
-                  "\n## Current Code\n" + render_files(line.files), "\n" + BRANCH_INSTRUCTIONS]
+                  "\n## Current Code\n" + current_code(line.files, self.s.task.editable),
+                  "\n" + BRANCH_INSTRUCTIONS]
         return "\n".join(parts)
 

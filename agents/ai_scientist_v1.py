@@ -16,6 +16,16 @@ first step, as in the port (``idea_generation=lazy`` makes each idea only when i
 conversations, fewer of them when the budget ends first). A failed run's error is the last 1,500
 characters of its stderr. An editor call that fails after its retries is a failed edit (the attempt
 still runs and costs its step); an idea conversation whose call fails is dropped, as the port drops it.
+An exception while an idea's experiments run ends that idea, and the next one starts, as the port's
+``except Exception`` around each idea does (recorded in the run's ``caught_errors``; ``loop_error=crash``:
+the run ends as an error).
+
+Instructions, as the port's: the first run's names the idea, the runs allowed, the baseline result and
+the read-only files (the task's protected ones; the port's come from its config), warning that changes
+to them are reverted; each next run's reports the last result, asks for notes on it and offers
+ALL_COMPLETED. Where this differs from the port otherwise: the notes file is not checked as Python (the
+port's editor drops most edits of it), and when no idea conversation gives JSON the last reply becomes a
+free-form idea (the port crashes); with no idea at all the run is stopped.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from pytest_fmlbench.agentkit.editing import (
     DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, metric_line, restore, run_error,
 )
 from pytest_fmlbench.llm.errors import LLMCallError
+from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.editor import Edit, EditResult, SearchReplace, WholeFile
 from pytest_fmlbench.session import RunStopped, Session
@@ -37,7 +48,7 @@ COMPLETION_MARKER = "ALL_COMPLETED"
 IDEA_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
-class AIScientistV1Options(EditorOptions):
+class AIScientistV1Options(EditorOptions, LoopErrorOptions):
     num_ideas: int = Field(25, ge=1, description="ideas generated (upstream AI-Scientist: 50)")
     num_reflections: int = Field(3, ge=1, description="rounds per idea conversation, the first draft included")
     max_runs: int = Field(5, ge=1, description="successful experiments per idea")
@@ -98,7 +109,9 @@ class _Scientist:
             idea = self._idea(index)
             if idea is None:
                 break
-            self.experiment(idea)
+            # the port's `except Exception` around each idea's experiments: the next idea starts
+            with caught_in_loop(self.s, self.o.loop_error, f"ai-scientist-v1 idea {index + 1} ({idea.name})"):
+                self.experiment(idea)
             index += 1
         if not self.generator.ideas:
             raise RunStopped(f"ai-scientist-v1: none of {self.generator.attempts} idea conversation(s) "
@@ -202,19 +215,24 @@ class _Scientist:
 
     def run_prompt(self, idea: Idea, current_run: int, last_metric: float | None) -> str:
         task = self.s.task
-        editable = ", ".join(f"`{p}`" for p in task.editable)
+        # the port names the read-only files (its config's; here the task's protected ones) and warns that
+        # a change to them is reverted, in both instructions; the editable files are what the editor shows
+        read_only = (f"YOUR CHANGE MUST NOT TOUCH THE READ-ONLY FILES: CHANGING THEM GETS YOU FIRED.\n"
+                     f"The read-only files: {list(task.protected)}.\n"
+                     "ANY CHANGE TO A READ-ONLY FILE IS REVERTED AT ONCE ANYWAY.\n")
         if current_run == 1:
             return (
                 f"Your goal is to implement this idea: {idea.title}.\n"
-                f"The proposed experiment: {idea.experiment}\n"
+                f"The proposed experiment: {idea.experiment}.\n"
                 f"You have up to {self.o.max_runs} runs to complete the experiments you need.\n\n"
                 "First, plan the list of experiments you want to run: for example, when sweeping a "
                 "hyper-parameter, the value to test in each run.\n\n"
-                "The vanilla baseline has already been run; do not run it again. Its result:\n"
+                "The vanilla baseline has already been run; you need not run it again.\n\n"
+                "For reference, its result:\n"
                 f"{metric_line(self.s, task.baseline.val, 'Baseline')}\n\n"
-                "After each change we run the experiment and report its result. Only these files can be "
-                f"changed: {editable} (and `{self.notes_path}`, your notes). Then implement the first item "
-                "of your list."
+                "After each change we run the experiment and evaluate its result.\n"
+                + read_only
+                + "Then you can implement the next item of your list.\n"
             )
         last = current_run - 1
         return (
@@ -222,9 +240,9 @@ class _Scientist:
             "Decide whether the results call for re-planning your experiments (often they will not).\n\n"
             f"Someone else will write up this work from `{self.notes_path}`. Record in it *everything* relevant "
             f"to Run {last}: what the experiment was and its run number. Be as verbose as needed.\n\n"
-            f"Then implement the next item of your list for Run {current_run}. Only these files can be changed: "
-            f"{editable} (and `{self.notes_path}`).\n"
-            f"If you are finished with the experiments, respond with '{COMPLETION_MARKER}'."
+            f"Then implement the next item of your list for Run {current_run}.\n"
+            + read_only
+            + f"If you are finished with the experiments, respond with '{COMPLETION_MARKER}'."
         )
 
 

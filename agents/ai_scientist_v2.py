@@ -1,37 +1,54 @@
 """The AI Scientist v2: best-first tree search in four stages, after SakanaAI's AI-Scientist-v2 as
 FML-bench ports it.
 
-Stages: initial implementation, baseline tuning, creative research, ablation studies, with
-``stage_budgets`` shares of ``--steps`` (10/20/50/20%; rounded down, the remainder to the last stage).
-Each stage keeps its own tree ("intentional forgetting") and starts from the previous stage's best
-node, carried over as the tree's root without being run again. Stage 1 drafts ``num_drafts`` roots
-from the baseline; stages 1 and 3 then select batches of ``num_workers`` nodes at once, as upstream's
-parallel workers do (drafts first; with ``debug_prob`` a buggy leaf of debug depth <= ``max_debug_depth``
-from a tree not yet in the batch; otherwise the best good node, one per tree while untouched trees
-remain). Stages 2 and 4 improve the carried-over best node at every step (the port's rule). When no
-stage so far has a working node, a stage drafts from the baseline instead.
+Stages: initial implementation, baseline tuning, creative research, ablation studies (the port names them
+basic_implementation, hyperparameter_tuning, creative_research, ablation_refinement), with
+``stage_budgets`` shares of ``--steps`` (10/20/50/20%; rounded down, the remainder to the last stage; a
+stage with none is skipped). Each stage keeps its own tree ("intentional forgetting").
+
+As the port (``stage_seed=port``): stage 1 drafts ``num_drafts`` roots from the baseline; stages 2 and 4
+improve the node the stage before handed on, at every step (the port's rule); stage 3, and stage 2 or 4
+when nothing was handed on, opens with one draft from the baseline. Stages 1 and 3 select batches of
+``num_workers`` nodes at once, as upstream's parallel workers do (drafts first; with ``debug_prob`` a
+buggy leaf of debug depth <= ``max_debug_depth`` from a tree not yet in the batch; otherwise the best
+good node, one per tree while untouched trees remain; a slot with no good node in the stage's tree
+drafts). A stage hands on the best node of its own tree, or what it was handed when its tree has none:
+it may be worse than an earlier stage's best (the final test still takes the best of the whole run).
+``stage_seed=previous_best`` (this project's earlier variant): each stage's tree is rooted at the best
+node found so far, carried over without being run again; stage 3 improves it too and drafts only while
+no stage has a working node, so what a stage hands on never gets worse.
 
 Each step: an editor call (instruction with the stage's guidance, the LLM-written memory of the stage's
 successes and failures, the parent's results and analysis, or the bug analysis and error tail for a
-debug), one validation run, then an LLM analysis of the run. Sub-stages (the port's rule: after
-max(3, nodes // 2) steps, or when the last three good nodes share a metric) get LLM-written goals.
-Analysis, memory and sub-stage calls cost no step. A crash's error is the last 1,500 characters of its
-stderr; a debug shows it in the instruction and as the editor's error context, as the port does. An LLM
-call that fails after its retries becomes what the port makes of it: a failed edit (the step still
-runs), "Analysis failed: ...", a memory listing the stage's last successes and failures without an
-LLM, or the port's stock sub-stage goal.
+debug), one validation run, then an LLM analysis of the run. A node's plan, as the memory ("Design: ...")
+and the analysis see it, is the first 500 characters of its instruction, as the port (``node_plan=model``:
+the plan the model wrote before its code); the step's record keeps the model's plan either way.
+Sub-stages (the port's rule: after max(3, nodes // 2) steps, or when the last three good nodes share a
+metric) get LLM-written goals. Analysis, memory and sub-stage calls cost no step. A crash's error is the
+last 1,500 characters of its stderr; a debug shows it in the instruction and as the editor's error
+context, as the port does. An LLM call that fails after its retries becomes what the port makes of it: a
+failed edit (the step still runs), "Analysis failed: ...", a memory listing the stage's last successes
+and failures without an LLM, or the port's stock sub-stage goal. An exception inside the stage loop ends
+it, and the run goes on to its final test, as the port's ``except Exception`` does (recorded in the run's
+``caught_errors``; ``loop_error=crash``: the run ends as an error).
+
+Where this differs from the port otherwise: prompts are in our words (same sections, same order); the
+port draws its random numbers from Python's unseeded generator, this from the run's seeded one; ideas
+(``generate_ideas``) are off, as the port has them without a seed-ideas file, which no task has.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import Field, field_validator
 
 from pytest_fmlbench.agentkit import Agent, tail
 from pytest_fmlbench.agentkit.editing import (
-    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error,
+    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
 )
+from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.session import Session
 
@@ -63,7 +80,7 @@ STAGES = (
 FORCED_IMPROVE_STAGES = (1, 3)  # 0-based: baseline tuning and ablation improve the carried-over best
 
 
-class AIScientistV2Options(EditorOptions):
+class AIScientistV2Options(EditorOptions, LoopErrorOptions):
     stage_budgets: tuple[float, float, float, float] = Field(
         (0.10, 0.20, 0.50, 0.20),
         description="shares of --steps for the four stages, comma-separated (upstream: 20/12/12/18 nodes)")
@@ -76,6 +93,13 @@ class AIScientistV2Options(EditorOptions):
         "task has)")
     num_reflections: int = Field(3, ge=1, description="reflection rounds per idea when generate_ideas is on")
     memory: bool = Field(True, description="LLM-written memory of the stage's successes and failures in prompts")
+    stage_seed: Literal["port", "previous_best"] = Field(
+        "port", description="how a stage starts: 'port' = stage 3 drafts from the baseline and each stage hands "
+        "on the best of its own nodes (it may be worse than an earlier stage's), as the port; 'previous_best' = "
+        "every stage's tree is rooted at the best node found so far, which stage 3 improves too")
+    node_plan: Literal["port", "model"] = Field(
+        "port", description="a node's plan, as the memory and the analysis see it: 'port' = the first 500 "
+        "characters of its instruction, as the port; 'model' = the plan the model wrote before its code")
     feedback_temperature: float = Field(
         0.75, ge=0, le=2, description="temperature of analysis, memory and sub-stage calls (upstream: 0.5)")
     code_temperature: float | None = Field(
@@ -191,6 +215,12 @@ class _TreeSearch:
                 self.s, system=idea_system_prompt(self.s.task.domain), num_reflections=self.o.num_reflections,
                 temperature=0.75, max_output_tokens=self.feedback_tokens, max_attempts=2 * self.o.num_drafts)
             self.ideas = generator.generate(self.o.num_drafts)
+        # the port's `except Exception` around its stage loop: the run goes on to the final test
+        with caught_in_loop(self.s, self.o.loop_error, "ai-scientist-v2 stage loop"):
+            self.stages()
+
+    def stages(self) -> None:
+        seeded = self.o.stage_seed == "previous_best"
         previous_best: Node | None = None
         skipped: list[str] = []
         for index, stage in enumerate(STAGES):
@@ -203,12 +233,18 @@ class _TreeSearch:
             self.begin_stage(index, previous_best, skipped)
             skipped = []
             forced = index in FORCED_IMPROVE_STAGES and previous_best is not None
+            if index == 0:
+                drafts = self.o.num_drafts
+            elif seeded:
+                drafts = 0 if previous_best is not None else 1
+            else:
+                drafts = 1  # the port: one draft from the baseline opens stages 2-4 that are not forced
             while self.used_in_stage < budget and self.s.steps_left > 0:
                 self.maybe_next_substage()
                 if forced:
-                    self.improve(self.nodes[0], slot=None)
+                    # the port improves the node the last stage handed on, outside this stage's tree
+                    self.improve(self.nodes[0] if seeded else previous_best, slot=None)
                     continue
-                drafts = self.o.num_drafts if index == 0 else (0 if previous_best is not None else 1)
                 batch = self.select_batch(min(self.o.num_workers, budget - self.used_in_stage,
                                               self.s.steps_left), drafts)
                 self.batch += 1
@@ -223,6 +259,8 @@ class _TreeSearch:
                         self.debug(node, slot)
                     else:
                         self.improve(node, slot)
+            # the best of this stage's tree (with 'previous_best', which holds the carried-over node, it
+            # is never worse than before; in the port's way it may be), or the one handed on before
             previous_best = self.best() or previous_best
 
     @property
@@ -234,7 +272,8 @@ class _TreeSearch:
         self.stage, self.stage_start = index, self.s.steps_used
         self.goals, self.substage, self.substage_start = stage.goals, 1, self.s.steps_used
         self.nodes, self._memory_for, self.batch = [], -1, 0
-        if previous_best is not None:
+        seeded = self.o.stage_seed == "previous_best"
+        if previous_best is not None and seeded:
             seed = Node(key=0, step=previous_best.step, action="seed", plan=previous_best.plan, buggy=False,
                         metric=previous_best.metric, analysis=previous_best.analysis, idea=previous_best.idea,
                         seed=True)
@@ -244,11 +283,14 @@ class _TreeSearch:
                   else None)
         if skipped:
             reason = "stage(s) " + ", ".join(f"'{n}'" for n in skipped) + " had a 0-step budget"
-        self.handover = {
-            "from": before, "to": stage.name, "reason": reason or "start of the search",
-            "start_from": (f"step {previous_best.step} ({self.s.task.metric.key} {previous_best.metric:.6g})"
-                           if previous_best else "the baseline (no working node yet)"),
-        }
+        if previous_best is None:
+            start = "the baseline (no working node yet)"
+        else:
+            start = f"step {previous_best.step} ({self.s.task.metric.key} {previous_best.metric:.6g})"
+            if not seeded and index not in FORCED_IMPROVE_STAGES:
+                start = f"drafts from the baseline (the port's stage {index + 1}; handed on: {start})"
+        self.handover = {"from": before, "to": stage.name, "reason": reason or "start of the search",
+                         "start_from": start}
 
     def best(self) -> Node | None:
         best = None
@@ -315,7 +357,8 @@ class _TreeSearch:
             "From the progress of the experiments so far, write focused goals for the next sub-stage of the "
             f"research.\n\nMain stage goals:\n{stage.goals}\n\nProgress so far:\n"
             f"- Successful experiments: {len(good)}\n- Failed experiments: {len(ran) - len(good)}\n"
-            f"- {metric_line(self.s, best.metric if best else None, 'Best')}\n\n"
+            f"- Best {self.s.task.metric.key}: {port_value(best.metric if best else None, 'N/A')} "
+            f"({self.s.task.metric.direction} is better)\n\n"
             "Write specific, actionable goals (3-5 sentences) that:\n1. address the current problems and "
             "limitations\n2. build on the recent progress\n3. move towards the main stage goals"
         )
@@ -365,8 +408,10 @@ class _TreeSearch:
             extra["substage"]["reason"], self._substage_reason = self._substage_reason, None
         if idea is not None:
             extra["idea"] = idea.summary()
-        plan = reply.plan or instruction[:500]
-        result = s.run_step(action, parent=parent.step if parent else None, plan=plan[:4000], edit=edit,
+        written = reply.plan or instruction[:500]
+        # the port's node keeps the first 500 characters of its instruction as its plan
+        plan = written if self.o.node_plan == "model" else instruction[:500]
+        result = s.run_step(action, parent=parent.step if parent else None, plan=written[:4000], edit=edit,
                             idea=f"{idea.name}: {idea.title}" if idea else None, extra=extra)
         node = Node(key=len(self.nodes), step=result.step, action=action, plan=plan, buggy=not result.success,
                     metric=result.metric if result.success else None, error=tail(run_error(s.journal.get(result.step))),
@@ -388,7 +433,7 @@ class _TreeSearch:
 
     def analyse(self, node: Node) -> str:
         task = self.s.task
-        value = "None" if node.metric is None else f"{node.metric:.6g}"
+        value = port_value(node.metric)
         prompt = (
             "You wrote code for a research experiment and it was run; now judge the output of that run. "
             "Analyse it, decide whether there were bugs, and summarise the findings.\n\n"
@@ -418,13 +463,14 @@ class _TreeSearch:
         good = [n for n in ran if not n.buggy]
         if good:
             parts.append("## Successful experiments")
-            parts += [f"\n### Experiment {i}\nDesign: {n.plan[:300]}\nResults: {n.analysis}\n{key}: {n.metric:.6g}"
-                      for i, n in enumerate(good, 1)]
+            parts += [f"\n### Experiment {i}\nDesign: {n.plan[:300]}\nResults: {n.analysis}\n"
+                      f"{key}: {port_value(n.metric)}" for i, n in enumerate(good, 1)]
         failed = [n for n in ran if n.buggy][:10]
         if failed:
             parts.append("\n## Failed experiments")
-            parts += [f"\n### Failed experiment {i}\nDesign: {n.plan[:200]}\nError: {(n.error or 'unknown')[:200]}\n"
-                      f"Debug depth: {n.debug_depth}" for i, n in enumerate(failed, 1)]
+            parts += [f"\n### Failed experiment {i}\nDesign: {n.plan[:200]}\n"
+                      f"Error: {n.error[:200] or 'unknown error'}\nDebug depth: {n.debug_depth}"
+                      for i, n in enumerate(failed, 1)]
         prompt = (
             "You summarise the progress of a line of experiments. Analyse both the successful and the failed "
             "experiments to give insight for the next ones.\n\n" + "\n".join(parts) + "\n\n"
@@ -439,7 +485,7 @@ class _TreeSearch:
     def plain_memory(self, good: list[Node], ran: list[Node]) -> str:
         """The port's memory when its LLM call fails: the last 5 successes and the last 3 failures."""
         key = self.s.task.metric.key
-        lines = [f"- [success] {n.plan[:150]} | {key}={n.metric:.6g}" for n in good[-5:]]
+        lines = [f"- [success] {n.plan[:150]} | {key}={port_value(n.metric)}" for n in good[-5:]]
         lines += [f"- [failed] {n.plan[:150]}" for n in [n for n in ran if n.buggy][-3:]]
         return "\n".join(lines) or "(No experiments yet.)"
 
@@ -463,7 +509,8 @@ class _TreeSearch:
             f"## Baseline results\n{metric_line(self.s, task.baseline.val, 'Baseline')}",
             "## Experiment design sketch guideline\n- This first design should stay fairly simple, without "
             "extensive hyper-parameter optimisation.\n- Take the Memory section into account.\n- The solution "
-            "sketch should be 6-10 sentences.\n- Do not suggest exploratory data analysis.",
+            "sketch should be 6-10 sentences.\n- Do not suggest exploratory data analysis.\n- Make sure to create "
+            "synthetic data if needed.",
             f"## Stage guidance\n{self.goals}",
         ]
         return "\n\n".join(parts)

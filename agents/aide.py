@@ -1,60 +1,110 @@
-"""AIDE: tree search over solutions (draft, debug, improve), after WecoAI's aideml as FML-bench runs it.
+"""AIDE: tree search over solutions (draft, debug, improve), as FML-bench ports WecoAI's aideml.
 
-Policy, as upstream: draft until ``num_drafts`` root nodes exist; then with probability ``debug_prob``
-debug a random buggy leaf whose debug depth is at most ``max_debug_depth``; otherwise improve the best
-good node with one atomic change; draft again while no node is good. Each validation run is one step
-and one node (``parent`` links form the tree); after it, an LLM review summarises the run and may call
-it buggy (costs no step). Memory in the draft and improve prompts = plan, review and metric of the
-good nodes. A reply without usable code after ``reply_attempts`` tries, or whose edit does not apply,
-still runs (the parent's code, unchanged) and costs its step, recorded with ``edit_applied`` false; the
-node counts as buggy, and a later debug sees the edit error. A coding call that fails after its retries
-is such a reply (no re-ask); a review call that fails leaves the run's own verdict and the port's
-"Analysis failed: ..." as the summary.
+Policy (both variants, the port's and aideml's): draft until ``num_drafts`` root nodes exist; then with
+probability ``debug_prob`` debug a random buggy leaf whose debug depth (debug nodes in a row ending
+there) is at most ``max_debug_depth``; otherwise improve the best good node, the first one to reach the
+best metric when several tie; draft again while no node is good. Each validation run is one step and
+one node (``parent`` links form the tree).
 
-Error context, as the port's AIDE: a debug sees the first 1,500 characters of the failed run's stderr,
-the review the last 1,500. Temperatures, as the port: none for the coding calls (the port's editor sends
-none), 0.75 for the reviews (its analysis calls); upstream aideml uses 0.5 for both.
+``variant=port`` (the default), FML-bench's ``agents/aide/agent.py`` step by step:
+
+- The agent writes an instruction and the shared editor (``editor=port``: one call, no re-ask) turns it
+  into an edit of the parent's code (the baseline for a draft). A draft's instruction holds the baseline
+  metric line and the memory; an improvement's the parent's metric line, its analysis and the memory; a
+  debug's the parent's analysis ("Bug analysis") and, when the parent is itself a debug node, the chain
+  of earlier debug attempts (first 150 characters of each one's plan, first 100 of its error). A debug
+  also hands the editor the parent's error, the first ``max_stderr_output`` (1,500) characters of its
+  stderr, or "(No error output captured.)" when it wrote none.
+- Memory: every good node so far as "Plan / Analysis / <metric>: value", separator-joined;
+  "(No successful attempts yet.)" when there is none. A node's plan is the port's: the first 300
+  characters of its instruction, not the model's words.
+- A failed edit (a reply without usable code, or an editor call that fails after its retries) still runs
+  the parent's code and costs its step. Buggy = the run failed or gave no metric, nothing else.
+- After each run one LLM analysis (no step; temperature 0.75, the port's ``llm.py`` default) sees the
+  plan, success, metric and the last 1,500 characters of the error; its reply, stripped and cut to 500
+  characters, is the node's analysis; a call that fails gives "Analysis failed: <error>".
+
+``variant=upstream``: aideml's own coding prompts (task, memory, the whole code, the failure report),
+re-asked up to ``reply_attempts`` times until a reply holds code; an edit that does not apply makes the
+node buggy; an LLM review after each run (``review=true``) writes the summary and may call a successful
+run buggy; both kinds of call at aideml's temperature, 0.5.
+
+Metrics appear in full, as the port prints a float. Where ``variant=port`` still differs from the port:
+every call is capped at ``max_output_tokens`` (the port's editor sends no cap, its analysis 8,192); the policy draws
+from the run's seeded RNG (the port: Python's global one); with no good node at the end the harness
+tests the baseline code (the port runs no test); and the shared editor's own differences (its module).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
-    Agent, AgentOptions, extract_json, parse_reply, render_files, reply_format, run_error, tail,
+    Agent, CodeEditor, EditorOptions, extract_json, metric_line, parse_reply, render_files, reply_format, restore,
+    run_error, tail, task_context,
 )
-from pytest_fmlbench.llm.errors import LLMCallError
+from pytest_fmlbench.agentkit.editing import EditorMode
 from pytest_fmlbench.editor import EditResult
+from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
 
-_SEPARATOR = "\n-------------------------------\n"
-ERROR_HEAD_CHARS = 1500  # the port's max_stderr_output: a debug sees this much of the stderr, from its start
+SEPARATOR = "\n-------------------------------\n"
+NO_SUCCESS = "(No successful attempts yet.)"
+NO_ERROR = "(No error output captured.)"
+PLAN_CHARS = 300  # the port keeps the head of the instruction as a node's plan
+ANALYSIS_CHARS = 500
+
+# the port's instruction texts (aide/agent.py 380-517), kept word for word: they are what the model reads
+ROLE = "You are an expert ML researcher. "
+DRAFT_INTRO = ROLE + "Your goal is to improve the ML algorithm to achieve better performance."
+DRAFT_TASK = ("Propose a novel approach that differs from previous attempts (listed in Memory). Make targeted "
+              "changes to improve the metric. Keep the changes minimal and focused on a single idea.")
+IMPROVE_INTRO = ROLE + "You have a working solution and need to improve it further."
+IMPROVE_TASK = ("Propose a single, specific improvement to the current solution. The change should be atomic so "
+                "we can evaluate its effect. Do not repeat approaches that already appear in Memory.")
+DEBUG_INTRO = ROLE + "Your previous solution had a bug. Fix the issue based on the error context provided."
+DEBUG_TASK = ("Fix the bug while preserving the original intent of the code. Make minimal changes to resolve "
+              "the error.")
+ANALYSIS_SYSTEM = "You are an experienced AI researcher evaluating experiment results."
+ANALYSIS_INTRO = ("You have written code for your research experiment and now need to evaluate the output of the "
+                  "code execution. Analyze the execution output, determine if there were any bugs, and provide a "
+                  "summary of the findings.")
+ANALYSIS_TASK = ("If there is a bug, summarize the bug and propose a fix. Otherwise, provide a 2-3 sentence "
+                 "summary of findings.")
 
 
-class AideOptions(AgentOptions):
+class AideOptions(EditorOptions):
+    editor: EditorMode = Field("port", description="variant=port only: "
+                               + EditorOptions.model_fields["editor"].description)
+    variant: Literal["port", "upstream"] = Field(
+        "port", description="'port' = FML-bench's AIDE (its instructions through the shared editor, one call per "
+        "step, an LLM analysis per run); 'upstream' = WecoAI aideml's prompts, re-asks and review")
     num_drafts: int = Field(5, ge=1, description="root solutions drafted before any debugging or improving")
     debug_prob: float = Field(0.5, ge=0, le=1, description="chance of debugging a buggy leaf after the drafts")
     max_debug_depth: int = Field(3, ge=0, description="a buggy leaf is debugged while its debug depth is at most this")
-    code_temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature of the coding "
-                                           "calls; none = the provider's, as the port's editor (upstream: 0.5)")
-    feedback_temperature: float | None = Field(0.75, ge=0, le=2, description="sampling temperature of the "
-                                               "review calls, the port's analysis default (upstream: 0.5)")
-    max_output_tokens: int = Field(8192, ge=16, description="reply length limit of each LLM call")
-    reply_attempts: int = Field(3, ge=1, description="asks per step until a reply holds code (upstream: 3)")
-    review: bool = Field(True, description="LLM review of each run (summary + is_bug), as upstream")
-
-
-@dataclass(frozen=True)
-class Review:
-    is_bug: bool
-    summary: str
+    max_stderr_output: int = Field(1500, ge=1, description="characters of a failed run's stderr shown: its head to "
+                                   "a debug, its tail to the analysis (review)")
+    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
+    edit_temperature: float | None = Field(None, ge=0, le=2, description="variant=port only: temperature of the "
+                                           "editor calls; none = the provider's, as the port's editor")
+    analysis_temperature: float | None = Field(0.75, ge=0, le=2, description="variant=port only: temperature of "
+                                               "the analysis calls, the port's llm.py default")
+    code_temperature: float | None = Field(0.5, ge=0, le=2, description="variant=upstream only: temperature of "
+                                           "the coding calls (aideml: 0.5)")
+    feedback_temperature: float | None = Field(0.5, ge=0, le=2, description="variant=upstream only: temperature "
+                                               "of the review calls (aideml: 0.5)")
+    reply_attempts: int = Field(3, ge=1, description="variant=upstream only: asks per step until a reply holds "
+                                "code (aideml: 3)")
+    review: bool = Field(True, description="variant=upstream only: LLM review of each run (summary + is_bug), "
+                         "as aideml")
 
 
 class AideAgent(Agent):
-    """Tree search over whole solutions (draft, debug, improve) with an LLM review per run, after aideml."""
+    """Tree search over whole solutions (draft, debug, improve) with an LLM analysis per run, as FML-bench's AIDE."""
 
     name = "aide"
     Options = AideOptions
@@ -63,31 +113,33 @@ class AideAgent(Agent):
     def run(self, session: Session) -> None:
         if session.llm is None:
             raise RuntimeError("aide needs an LLM: session.llm is not set")
-        _Search(session, self.options).run()
+        search = _PortSearch if self.options.variant == "port" else _UpstreamSearch
+        search(session, self.options).run()
 
 
-class _Search:
-    """One run's search state. Everything it knows is rebuilt from the journal and the review replies,
-    so a resumed run takes the same decisions."""
+class _Tree:
+    """The search policy both variants share. Everything it knows is rebuilt from the journal and the
+    recorded replies, so a resumed run takes the same decisions."""
 
     def __init__(self, session: Session, options: AideOptions):
         self.s = session
         self.o = options
-        self.reviews: dict[int, Review] = {}
 
     def run(self) -> None:
         while self.s.steps_left > 0:
             self.step()
 
-    # -- the tree, as AIDE sees it --------------------------------------------------------------
-    def buggy(self, node: StepRecord) -> bool:
-        review = self.reviews.get(node.step)
-        return not node.success or not node.edit_applied or node.metric is None or bool(review and review.is_bug)
+    def step(self) -> None:  # pragma: no cover - each variant has its own
+        raise NotImplementedError
+
+    def buggy(self, node: StepRecord) -> bool:  # pragma: no cover - each variant has its own
+        raise NotImplementedError
 
     def good_nodes(self) -> list[StepRecord]:
         return [n for n in self.s.journal if not self.buggy(n)]
 
     def best_good(self) -> StepRecord | None:
+        # strictly better only: among equal metrics the earliest node stays, as max() keeps the first
         best = None
         for node in self.good_nodes():
             if best is None or self.s.journal.better(node.metric, best.metric):
@@ -106,24 +158,121 @@ class _Search:
                 return self.s.rng.choice(debuggable)
         return self.best_good()
 
-    # -- one step -------------------------------------------------------------------------------
-    def step(self) -> None:
-        s = self.s
+    def parent_and_code(self) -> tuple[str, StepRecord | None, dict[str, str]]:
         parent = self.select()
         if parent is None:
-            action, base = "draft", s.baseline_files
-        else:
-            action = "debug" if self.buggy(parent) else "improve"
-            base = s.files_of(parent.step)
+            return "draft", None, self.s.baseline_files
+        return ("debug" if self.buggy(parent) else "improve"), parent, self.s.files_of(parent.step)
+
+
+# -- variant=port ----------------------------------------------------------------------------------
+class _PortSearch(_Tree):
+    def __init__(self, session: Session, options: AideOptions):
+        super().__init__(session, options)
+        self.editor = CodeEditor(session, temperature=options.edit_temperature,
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+
+    def buggy(self, node: StepRecord) -> bool:
+        return not node.success or node.metric is None
+
+    def step(self) -> None:
+        s = self.s
+        action, parent, base = self.parent_and_code()
+        restore(s, base)
+        instruction = self.instruction(action, parent)
+        error_context = (self.error_of(parent) or NO_ERROR) if action == "debug" else ""
+        reply = self.editor.request(instruction, base, error_context=error_context, purpose=action)
+        edit = self.editor.apply(reply)
+        # a failed edit leaves the parent's code in place, and that code is what runs
+        result = s.run_step(action, parent=parent.step if parent else None, plan=instruction[:PLAN_CHARS], edit=edit)
+        node = s.journal.get(result.step)
+        s.annotate(node.step, analysis=self.analyse(node),
+                   extra={"aide_buggy": self.buggy(node), "debug_depth": s.journal.debug_depth(node.step)})
+
+    def error_of(self, node: StepRecord) -> str:
+        """A node's error as the port keeps it: the head of the failed run's stderr."""
+        return run_error(node)[:self.o.max_stderr_output]
+
+    # -- instructions ---------------------------------------------------------------------------
+    def memory(self) -> str:
+        good = self.good_nodes()
+        if not good:
+            return NO_SUCCESS
+        key = self.s.task.metric.key
+        return SEPARATOR.join(f"Plan: {n.plan}\nAnalysis: {n.analysis}\n{key}: {n.metric}" for n in good)
+
+    def instruction(self, action: str, parent: StepRecord | None) -> str:
+        if action == "draft":
+            return (f"{DRAFT_INTRO}\n\n"
+                    f"## Baseline results\n{metric_line(self.s, self.s.task.baseline.val, 'Baseline')}\n\n"
+                    f"## Memory of previous attempts\n{self.memory()}\n\n"
+                    f"## Instructions\n{DRAFT_TASK}")
+        if action == "improve":
+            analysis = f"\nAnalysis: {parent.analysis}\n" if parent.analysis else ""
+            return (f"{IMPROVE_INTRO}\n\n"
+                    f"## Last validation result\n{metric_line(self.s, parent.metric, 'Last validation result')}\n"
+                    f"{analysis}\n"
+                    f"## Memory of previous attempts\n{self.memory()}\n\n"
+                    f"## Instructions\n{IMPROVE_TASK}")
+        text = DEBUG_INTRO
+        if parent.analysis:
+            text += f"\n\n## Bug analysis\n{parent.analysis}"
+        text += f"\n\n## Instructions\n{DEBUG_TASK}"
+        chain = self.debug_chain(parent)
+        if chain:
+            text += "\n\n## Previous debug attempts\n" + "\n".join(chain)
+        return text
+
+    def debug_chain(self, parent: StepRecord) -> list[str]:
+        """The debug nodes in a row ending at ``parent``, oldest first."""
+        journal, earlier, node = self.s.journal, [], parent
+        while node.parent is not None and node.action == "debug":
+            earlier.append(f"- Attempt: {node.plan[:150]}\n  Error: {self.error_of(node)[:100]}")
+            node = journal.get(node.parent)
+        return earlier[::-1]
+
+    # -- analysis (no step) ---------------------------------------------------------------------
+    def analyse(self, node: StepRecord) -> str:
+        error = tail(run_error(node), self.o.max_stderr_output)
+        prompt = (f"{ANALYSIS_INTRO}\n\n"
+                  f"## Task\n{task_context(self.s)}\n\n"
+                  f"## Plan\n{node.plan[:500]}\n\n"
+                  f"## Execution Result\nSuccess: {node.success}\n"
+                  f"Primary Metric ({self.s.task.metric.key}): {node.metric}\n")
+        if error:
+            prompt += f"Error output:\n```\n{error}\n```\n\n"
+        prompt += ANALYSIS_TASK
+        messages = [{"role": "system", "content": ANALYSIS_SYSTEM}, {"role": "user", "content": prompt}]
+        try:
+            text = self.s.llm.complete(messages, temperature=self.o.analysis_temperature,
+                                       max_output_tokens=self.o.max_output_tokens, purpose="analysis").text
+        except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut
+            return f"Analysis failed: {exc}"
+        return text.strip()[:ANALYSIS_CHARS]
+
+
+# -- variant=upstream ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Review:
+    is_bug: bool
+    summary: str
+
+
+class _UpstreamSearch(_Tree):
+    def __init__(self, session: Session, options: AideOptions):
+        super().__init__(session, options)
+        self.reviews: dict[int, Review] = {}
+
+    def buggy(self, node: StepRecord) -> bool:
+        review = self.reviews.get(node.step)
+        return not node.success or not node.edit_applied or node.metric is None or bool(review and review.is_bug)
+
+    def step(self) -> None:
+        s = self.s
+        action, parent, base = self.parent_and_code()
         messages = self.coding_prompt(action, parent, base)
         plan, edits, error, attempts = self.ask_for_code(messages, base, action)
-        # only what differs: an editable file the baseline lacks reads as "" and is not rewritten
-        current = s.files
-        differing = {p: c for p, c in base.items() if current.get(p) != c}
-        if differing:
-            restored = s.set_files(differing)
-            if not restored.applied:
-                raise RuntimeError(f"cannot restore the code of the parent node: {restored.error}")
+        restore(s, base)
         edit = s.edit(edits) if edits else EditResult(applied=False, error=error)
         result = s.run_step(action, parent=parent.step if parent else None, plan=plan, edit=edit,
                             extra={"reply_attempts": attempts})
@@ -134,13 +283,13 @@ class _Search:
                    extra={"review_is_bug": review.is_bug, "aide_buggy": self.buggy(node)})
 
     def ask_for_code(self, messages: list[dict[str, str]], base: dict[str, str], action: str):
-        """(plan, edits, error, attempts): re-asks, as upstream does, while a reply holds no code."""
+        """(plan, edits, error, attempts): re-asks, as aideml does, while a reply holds no code."""
         error = ""
         for attempt in range(1, self.o.reply_attempts + 1):
             try:
                 reply = self.s.llm.complete(messages, temperature=self.o.code_temperature,
                                             max_output_tokens=self.o.max_output_tokens, purpose=action)
-            except LLMCallError as exc:  # a failed edit, as the port's editor makes of it: no re-ask
+            except LLMCallError as exc:  # a provider that keeps failing would fail the re-asks too
                 return "", [], f"LLM call failed: {exc}", attempt
             parsed = parse_reply(reply.text, base)
             if parsed.edits:
@@ -168,7 +317,7 @@ class _Search:
     def memory(self) -> str:
         entries = [f"Design: {n.plan}\nResults: {n.analysis}\nValidation metric: {n.metric:.6g}"
                    for n in self.good_nodes()]
-        return _SEPARATOR.join(entries)
+        return SEPARATOR.join(entries)
 
     def coding_prompt(self, action: str, parent: StepRecord | None, base: dict[str, str]) -> list[dict[str, str]]:
         sections = [self.task_section()]
@@ -208,7 +357,7 @@ class _Search:
         if not node.edit_applied:
             parts.append(f"Your change could not be applied, so the previous code ran unchanged: {node.edit_error}")
         if not node.success:
-            parts.append(run_error(node)[:ERROR_HEAD_CHARS] or "(No error output captured.)")
+            parts.append(run_error(node)[:self.o.max_stderr_output] or NO_ERROR)
         elif node.metric is not None:
             parts.append(f"The run finished: {self.s.task.metric.key} = {node.metric:.6g}")
         review = self.reviews.get(node.step)
@@ -241,7 +390,7 @@ class _Search:
             text = self.s.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
                                        temperature=self.o.feedback_temperature,
                                        max_output_tokens=self.o.max_output_tokens, purpose="review").text
-        except LLMCallError as exc:  # the port's fallback; "buggy" then comes from the run alone
+        except LLMCallError as exc:  # no verdict from the model: "buggy" then comes from the run alone
             return Review(not node.success, f"Analysis failed: {exc}"[:2000])
         verdict = extract_json(text) or {}
         summary = str(verdict.get("summary") or text.strip() or outcome)[:2000]
@@ -255,4 +404,4 @@ class _Search:
             others = ", ".join(f"{k} = {v:.6g}" for k, v in sorted(node.metrics.items()))
             return (f"Succeeded: {self.s.task.metric.key} = {node.metric:.6g}"
                     + (f" ({others})" if others else ""))
-        return "Failed:\n" + tail(run_error(node))
+        return "Failed:\n" + tail(run_error(node), self.o.max_stderr_output)

@@ -14,18 +14,23 @@ Policy, as the port (and aira-dojo) runs it:
   a fixed debug chain backs up the fix's metric along root..leaf + buggy child + the debug nodes; a
   chain never fixed backs up nothing.
 - After each run, one LLM analysis (2-3 sentences) is stored with the node; it costs no step. Prompts
-  hold the memory of up to 10 good nodes (best first: action, plan, analysis, metric), the parent's
-  analysis when improving, and when debugging the analysis, the error (as the port: the editor gets the
-  failed run's whole stderr, the instruction its first 1,500 characters) and the chain of earlier debug
-  attempts (the first 100 characters of each one's error). The analysis sees the first 300.
+  hold the memory of up to 10 good nodes (best first: node number, action, plan, analysis, metric), the
+  parent's analysis when improving, and when debugging the analysis, the error (as the port: the editor
+  gets the failed run's whole stderr, the instruction its first 1,500 characters) and the chain of
+  earlier debug attempts (plan, and the first 100 characters of each one's error). The analysis sees the
+  first 300.
+- A node's plan, wherever the prompts show it, is the port's label: "Draft #n" (its rank among the
+  root's drafts), "Improve from node n", "Debug fix for node n", the port numbering its nodes in creation
+  order from the root's 1, so step n is node n + 1 (``node_plan=model``: the plan the model wrote before
+  its code, nodes numbered by step). The step's record keeps the model's plan either way.
 
 Buggy means the run failed or gave no metric, as in the port: an edit that does not apply leaves the
 parent's code, which still runs and costs its step; its error is the run's, as the port records it. An
 LLM call that fails after its retries is an edit that does not apply, or the port's "(analysis failed:
-...)". The port's direction handling (a lower-is-better
-mean negated, but normalised by raw bounds) differs from this one's (bounds taken over the negated
-values too) by a constant per selection, so the same child is chosen; the recorded scores here lie in
-[0, 1] + exploration.
+...)". An exception in the search ends the run as an error: the port catches none. The port's
+direction handling (a lower-is-better mean negated, but normalised by raw bounds) differs from this
+one's (bounds taken over the negated values too) by a constant per selection, so the same child is
+chosen; the recorded scores here lie in [0, 1] + exploration.
 
 Defaults are the FML-bench port's: ``uct_c=1.41``, ``num_children=2``, ``max_debug_depth=3``. The AIRA
 paper's MLE-bench configuration uses 0.25, 5 and 20.
@@ -35,12 +40,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
     Agent, CodeEditor, EditorOptions, EditReply, complete_or, metric_line, restore, run_error,
 )
+from pytest_fmlbench.agentkit.editing import port_value
 from pytest_fmlbench.session import Session
 
 UNVISITED = -1e8
@@ -59,6 +66,11 @@ class AiraMctsOptions(EditorOptions):
                                                description="temperature of the analysis calls, the port's "
                                                "default (aira-dojo: 0.5); none = the provider's")
     max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
+    node_plan: Literal["port", "model"] = Field(
+        "port", description="a node's plan in the memory, the analysis and the debug chain: 'port' = the port's "
+        "label ('Draft #n', 'Improve from node n', 'Debug fix for node n'; its nodes numbered step + 1, the root "
+        "1); 'model' = the plan the model wrote before its code (the label when it wrote none), nodes numbered "
+        "by step")
 
 
 @dataclass
@@ -216,24 +228,30 @@ class _Search:
         extra = {"mcts": {**selection, "expanding": parent.step, "tree": self.tree.snapshot()}}
         if action == "debug":
             extra["mcts"]["debug_depth"] = parent.debug_depth + 1
-        result = self.s.run_step(action, parent=parent.step or None, plan=self.plan_of(reply, parent, action),
-                                 edit=edit, extra=extra)
+        plan = self.plan_of(reply, parent, action)
+        # the record keeps what the model wrote; the node, which the prompts see, its plan as the option says
+        result = self.s.run_step(action, parent=parent.step or None, plan=reply.plan[:4000] or plan, edit=edit,
+                                 extra=extra)
         record = self.s.journal.get(result.step)
         node = Node(step=result.step, action=action, parent=parent, metric=result.metric,
-                    buggy=not result.success or result.metric is None, plan=record.plan,
-                    error=run_error(record))
+                    buggy=not result.success or result.metric is None, plan=plan, error=run_error(record))
         self.tree.add(node)
         node.analysis = self.analyse(node)
         self.s.annotate(node.step, analysis=node.analysis)
         return node
 
+    def number(self, node: Node) -> int:
+        """How prompts name a node: the port numbers its nodes in creation order, the root 1, so a step's
+        node is step + 1; with node_plan=model, by step (the root 0)."""
+        return node.step + 1 if self.o.node_plan == "port" else node.step
+
     def plan_of(self, reply: EditReply, parent: Node, action: str) -> str:
-        if reply.plan:
+        if reply.plan and self.o.node_plan == "model":
             return reply.plan[:4000]
-        # the port's own labels, when the model wrote no plan
+        # the port's node plan is its label, whatever the model wrote
         if action == "draft":
             return f"Draft #{sum(c.action == 'draft' for c in parent.children) + 1}"
-        return f"{'Improve from' if action == 'improve' else 'Debug fix for'} node {parent.step}"
+        return f"{'Improve from' if action == 'improve' else 'Debug fix for'} node {self.number(parent)}"
 
     # -- prompts --------------------------------------------------------------------------------
     def memory(self) -> str:
@@ -242,8 +260,8 @@ class _Search:
             return "(No successful attempts yet.)"
         good.sort(key=lambda n: self.tree.sign * n.metric, reverse=True)
         key = self.s.task.metric.key
-        return "\n".join(f"- [Node {n.step}] Action={n.action}, Plan: {n.plan[:200]}, "
-                         f"Analysis: {n.analysis[:200]}, {key}={n.metric:.6g}" for n in good[:MEMORY_SIZE])
+        return "\n".join(f"- [Node {self.number(n)}] Action={n.action}, Plan: {n.plan[:200]}, "
+                         f"Analysis: {n.analysis[:200]}, {key}={port_value(n.metric)}" for n in good[:MEMORY_SIZE])
 
     def instruction(self, parent: Node, action: str) -> tuple[str, str]:
         """(instruction, error context for the editor)."""
@@ -254,7 +272,8 @@ class _Search:
                     "## Instructions\nPropose AND implement a novel algorithmic improvement.\n"
                     "- Describe your plan in 3-5 sentences before implementing."), ""
         if action == "improve":
-            summary = f"Parent node {parent.step}: {metric_line(self.s, parent.metric)}, action={parent.action}"
+            summary = (f"Parent node {self.number(parent)}: {metric_line(self.s, parent.metric)}, "
+                       f"action={parent.action}")
             if parent.analysis:
                 summary += f"\nAnalysis: {parent.analysis}"
             return ("You are improving an existing ML solution.\n\n"

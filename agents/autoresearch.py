@@ -16,19 +16,23 @@ edits the incumbent, told what was intended and how it crashed (``debug_from=inc
 Autoresearch fixes the crashed code itself: ``debug_from=crashed``. The idea call costs no step (at
 the port's temperature, 0.75); a failed edit still runs (the incumbent, unchanged) and costs its step.
 An idea call that fails after its retries gives the port's stand-in idea (``FALLBACK_IDEA``); an edit
-call that fails is a failed edit.
+call that fails is a failed edit. An exception inside the loop ends it, and the run goes on to its final
+test on the best code so far, as the port's ``except Exception`` does (recorded in the run's
+``caught_errors``; ``loop_error=crash``: the run ends as an error).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
-    Agent, CodeEditor, EditorOptions, complete_or, metric_line, render_files, restore, run_error, tail,
+    Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail,
 )
+from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
 
@@ -51,7 +55,14 @@ IDEA_INSTRUCTIONS = (
 )
 
 
-class AutoresearchOptions(EditorOptions):
+def current_code(files: dict[str, str], order: list[str]) -> str:
+    """The incumbent's files as the port's idea prompt shows them (autoresearch/agent.py 513-524): in the
+    task's order, each under its base name in a python fence, whatever its kind."""
+    return "\n\n".join(f"### {PurePosixPath(path).name}\n```python\n{files[path]}\n```"
+                       for path in order if path in files)
+
+
+class AutoresearchOptions(EditorOptions, LoopErrorOptions):
     max_debug_retries: int = Field(3, ge=1, description="consecutive crashed runs of an idea (its own included) "
                                    "before it is given up, as the port counts them")
     debug_from: Literal["incumbent", "crashed"] = Field(
@@ -182,7 +193,7 @@ class Climber:
         if line.metric is not None:
             parts.append("\n## Current Best Metric\n" + metric_line(self.s, line.metric, "Current Best"))
         parts += ["\n## Experiment History\n" + self.history_table(line.history),
-                  "\n## Current Code\n" + render_files(line.files), "\n" + IDEA_INSTRUCTIONS]
+                  "\n## Current Code\n" + current_code(line.files, self.s.task.editable), "\n" + IDEA_INSTRUCTIONS]
         return IDEA_SYSTEM, "\n".join(parts)
 
 
@@ -199,6 +210,8 @@ class AutoresearchAgent(Agent):
         climber = Climber(session, self.options)
         # the port starts from the task's recorded baseline value instead of a baseline run
         line = Line(files=dict(session.baseline_files), metric=session.task.baseline.val)
-        while session.steps_left > 0:
-            action = "draft" if session.steps_used == 0 else "improve"
-            climber.step(line, lambda: climber.idea_prompt(line), action=action)
+        # the port's `except Exception` around its main loop: the run goes on to the final test
+        with caught_in_loop(session, self.options.loop_error, "autoresearch main loop"):
+            while session.steps_left > 0:
+                action = "draft" if session.steps_used == 0 else "improve"
+                climber.step(line, lambda: climber.idea_prompt(line), action=action)

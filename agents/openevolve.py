@@ -13,9 +13,19 @@ Every ``migration_interval`` generations the islands send their best programs to
 Each step: an editor call (the parent's metrics, the island's recent history with cells and outcomes,
 its top performers and the inspirations, described by their analyses) and one validation run, then an
 LLM analysis of the run (the port's; upstream has none), which also describes the program to later
-prompts. The analysis costs no step. A crash's error is the last 1,500 characters of its stderr (the
-analysis sees their first 500), as the port. An edit call that fails after its retries is a failed edit;
-an analysis call, the port's "(analysis failed: ...)".
+prompts (``llm_analysis=false``: no analysis; the model's plan describes the program). The analysis
+costs no step. A crash's error is the last 1,500 characters of its stderr (the analysis sees their first
+500), as the port. An edit call that fails after its retries is a failed edit; an analysis call, the
+port's "(analysis failed: ...)". An exception inside the evolution loop ends it, and the run goes on to
+its final test on the best code so far, as the port's ``except Exception`` does (recorded in the run's
+``caught_errors``; ``loop_error=crash``: the run ends as an error).
+
+Where this differs from the port otherwise: the port runs the baseline once outside the budget and seeds
+the islands with what it measured, so its final test falls back to the baseline code when no step beats
+that measurement; here the seeds carry the declared value and the final test takes the best step.
+Program ids are the step's (``s12``, ``seed0``) where the port's are random; the port draws its random
+numbers from Python's unseeded generator, this from the run's seeded one, and it lists an island's
+programs in set order where ties arise, this in insertion order.
 """
 
 from __future__ import annotations
@@ -24,15 +34,16 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from pytest_fmlbench.agentkit import Agent, tail
 from pytest_fmlbench.agentkit.editing import (
-    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error,
+    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
 )
+from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.agentkit.map_elites import Placement, Population, Program, Sample, Settings, join_code
 from pytest_fmlbench.session import Session
 
 ANALYSIS_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
-class OpenEvolveOptions(EditorOptions):
+class OpenEvolveOptions(EditorOptions, LoopErrorOptions):
     num_islands: int = Field(3, ge=1, description="islands evolving apart (upstream: 5)")
     feature_bins: int = Field(5, ge=1, description="bins per MAP-Elites feature (upstream: 10)")
     archive_size: int = Field(30, ge=1, description="fittest programs kept in the elite archive (upstream: 100)")
@@ -100,6 +111,11 @@ class _Evolution:
 
     def run(self) -> None:
         seeded = self.seed()
+        # the port's `except Exception` around its evolution loop (not the seeding): on to the final test
+        with caught_in_loop(self.s, self.o.loop_error, "openevolve evolution loop"):
+            self.evolve(seeded)
+
+    def evolve(self, seeded: dict | None) -> None:
         iteration = 0
         while self.s.steps_left > 0:
             # every island's parent is drawn before any child of this generation exists (parallel workers)
@@ -157,7 +173,8 @@ class _Evolution:
         if debug:
             child.description = f"Debug fix for {parent.id}"
         else:
-            child.description = (child.analysis or reply.plan)[:150]
+            # the port describes a program by its analysis alone (without one, by nothing)
+            child.description = (child.analysis if self.o.llm_analysis else reply.plan)[:150]
         placement = self.pop.add(child)
         s.annotate(result.step, analysis=child.analysis or None, extra=self.placement_record(child, placement))
         return result.step
@@ -173,7 +190,7 @@ class _Evolution:
     # -- prompts ------------------------------------------------------------------------------------------
     def analyse(self, child: Program) -> str:
         task = self.s.task
-        value = "None" if child.metric is None else f"{child.metric:.6g}"
+        value = port_value(child.metric)
         prompt = (f"Briefly analyse this ML experiment result.\n\n## Task\n{task.description.strip()[:500]}\n\n"
                   f"## Execution result\nSuccess: {not child.buggy}\nPrimary metric ({task.metric.key}): {value}\n\n")
         if child.error:
@@ -188,7 +205,7 @@ class _Evolution:
         return text.strip()[:300]
 
     def _value(self, program: Program) -> str:
-        return "None" if program.metric is None else f"{program.metric:.6g}"
+        return port_value(program.metric)
 
     def history(self, island: int) -> str:
         programs = self.pop.island_programs(island)

@@ -101,6 +101,8 @@ class TaskItem(pytest.Item):
             "test_metric": _num(record.test_metric),
             "normalized_improvement": "nan" if math.isnan(test_ni) else test_ni,
             "valid_step_ratio": record.valid_steps / record.steps_used if record.steps_used else "nan",
+            "step_completion_rate": record.steps_used / record.steps_budget if record.steps_budget else "nan",
+            "end_reason": record.end_reason or "none",
             "llm_failed_calls": record.llm_failed_calls,
             "tokens_total": record.usage.total_tokens,
             "cost_usd": "unknown" if record.usage.cost_usd is None else round(record.usage.cost_usd, 6),

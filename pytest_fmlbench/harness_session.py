@@ -6,6 +6,8 @@ call is a message served here (``agent_host.server``), in whichever process the 
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +53,8 @@ class HarnessSession:
         self.rng_seed = f"{record.seed}:{record.task}:{record.agent}"
         self.baseline_files = workspace.editor.read()
         self._pending_usage = Usage()
+        # usage also arrives from the LLM gateway's threads (a coding tool's calls) while a step runs
+        self._usage_lock = threading.Lock()
         self.replayed_steps = 0
 
     # -- what the agent reads (through the protocol) ---------------------------------------------
@@ -77,6 +81,31 @@ class HarnessSession:
     def files_of(self, step: int) -> dict[str, str]:
         return self._store.read_snapshot(self.journal.get(step).snapshot)
 
+    @property
+    def workspace_dir(self):
+        """The search workspace: what an agent's working copy is copied from."""
+        return self._workspace.path
+
+    def keep_recorded_steps(self) -> int:
+        """On a resumed run, take the recorded steps as they are, without replaying them; returns how many.
+
+        For an agent that cannot replay its decisions (a coding tool starts a new session on a resumed run,
+        told what the recorded steps did): its next step comes after them.
+        """
+        kept = self._prior[len(self.journal):]
+        for node in kept:
+            self.journal.add(node)
+        self.replayed_steps += len(kept)
+        if kept:
+            self._take_usage()
+            spent = sum((node.usage for node in kept), Usage())
+            # their model calls are not replayed: without this, a resumed run's budgets would start from zero
+            if self.llm is not None and callable(getattr(self.llm, "count_spent", None)):
+                self.llm.count_spent(spent)
+            self._refresh_record()
+            self._report_progress(kept[-1])
+        return len(self.journal)
+
     # -- what the agent does (through the protocol) ----------------------------------------------
     def edit(self, edits: list[Edit]) -> EditResult:
         return self._workspace.editor.apply(edits)
@@ -86,7 +115,13 @@ class HarnessSession:
 
     def add_usage(self, usage: Usage) -> None:
         """LLM usage spent since the last step; it is charged to the next step's record."""
-        self._pending_usage = self._pending_usage + usage
+        with self._usage_lock:
+            self._pending_usage = self._pending_usage + usage
+
+    def _take_usage(self) -> Usage:
+        with self._usage_lock:
+            taken, self._pending_usage = self._pending_usage, Usage()
+        return taken
 
     def annotate(self, step: int, *, analysis: str | None = None, extra: dict[str, Any] | None = None) -> None:
         """Add what the agent learnt after a step ran (e.g. an LLM review) to its record; costs no step."""
@@ -104,9 +139,9 @@ class HarnessSession:
 
     def settle_usage(self) -> None:
         """Usage spent after the last step (its review, a call that crossed a budget) joins the run total."""
-        if self._pending_usage.calls:
-            self._record.usage = self._record.usage + self._pending_usage
-            self._pending_usage = Usage()
+        pending = self._take_usage()
+        if pending.calls:
+            self._record.usage = self._record.usage + pending
             self._store.save(self._record)
 
     def run_step(
@@ -129,7 +164,7 @@ class HarnessSession:
         if replay is not None:
             self.journal.add(replay)
             self.replayed_steps += 1
-            self._pending_usage = Usage()
+            self._take_usage()  # its calls were answered from the ledger: its record holds their usage already
             self._refresh_record()
             self._report_progress(replay)
             return self._result(replay, replayed=True)
@@ -145,13 +180,12 @@ class HarnessSession:
             success=outcome.success, metric=outcome.metric if outcome.success else None,
             metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error, stderr=outcome.stderr,
             analysis=analysis, duration_s=outcome.duration_s, started_at=started,
-            usage=self._pending_usage, snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
+            usage=self._take_usage(), snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
             blocked=outcome.blocked,
         )
         node.is_best = node.success and node.metric is not None and (
             best_before is None or self.journal.better(node.metric, best_before.metric)
         )
-        self._pending_usage = Usage()
         self.journal.add(node)
         self._store.append_step(node)
         self._refresh_record()

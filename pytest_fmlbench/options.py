@@ -14,6 +14,7 @@ from .agent_host.describe import describe
 from .agent_host.host import AgentMode
 from .agent_host.launcher import DEFAULT_MAX_PROCESSES, AgentLimits
 from .agent_host.locate import AgentLocator, locate_spec
+from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
 from .agentkit import Agent, AgentLoadError, AgentOptions, builtin_names, load_agent_class, parse_agent_options
 from .llm import Endpoint, LLMSettings, LLMSetupError, make_llm_factory, preflight
 from .runner import RunSettings
@@ -113,11 +114,16 @@ class BenchConfig:
         agent = _agent(config, spec, sandboxed, out)
         model, provider, llm_factory = config.getoption("model"), config.getoption("provider"), None
         uses_llm = agent.uses_llm if agent.uses_llm is not None else bool(model or provider == "local")
+        # a tool's model calls go through the gateway, which serves them with the run's LLM client
+        uses_llm = uses_llm or agent.needs.gateway
         if uses_llm:
             if not model and provider != "local":
                 raise pytest.UsageError(f"agent {spec!r} needs an LLM: pass --model=MODEL")
             llm_settings, endpoint = _llm_setup(config)
             model, provider = endpoint.model, endpoint.provider.name
+            problem = gateway_problem(agent.needs, agent.name, provider, endpoint.provider.protocol)
+            if problem:
+                raise pytest.UsageError(problem)
             llm_factory = make_llm_factory(llm_settings)
         settings = RunSettings(
             agent_cls=agent.cls, agent_name=agent.name, agent_options=agent.options,
@@ -127,6 +133,7 @@ class BenchConfig:
             budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
             agent_mode=agent.mode, agent_locator=agent.locator, agent_limits=_agent_limits(config),
             warm=not config.getoption("cold_start"),
+            agent_needs=agent.needs,
         )
         return cls(settings, seeds)
 
@@ -139,6 +146,7 @@ class _AgentChoice:
     uses_llm: bool | None  # None for an external agent: it gets an LLM when --model is given
     cls: type[Agent] | None = None  # a built-in, or any agent with --agent-in-process
     locator: AgentLocator | None = None  # where the agent's own process finds it
+    needs: AgentNeeds = AgentNeeds()
 
 
 def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> _AgentChoice:
@@ -157,7 +165,7 @@ def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> _Age
             cls = load_agent_class(spec)
             return _AgentChoice("in process" if in_process else "process", cls.name or cls.__name__,
                                 parse_agent_options(cls, pairs), cls.uses_llm, cls,
-                                None if in_process else locate_spec(spec, base))
+                                None if in_process else locate_spec(spec, base), needs_of(cls))
         locator = locate_spec(spec, base)
         if sandboxed:
             isolation.check_available()
@@ -166,7 +174,8 @@ def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> _Age
         raise pytest.UsageError(str(exc)) from None
     except isolation.SandboxUnavailable as exc:
         raise pytest.UsageError(f"agent {spec!r}: {exc}") from None
-    return _AgentChoice("process", described.name, described.options, described.uses_llm, locator=locator)
+    return _AgentChoice("process", described.name, described.options, described.uses_llm, locator=locator,
+                        needs=described.needs)
 
 
 def _agent_limits(config: pytest.Config) -> AgentLimits:

@@ -21,6 +21,7 @@ from typing import Any
 LIVE_DIR = "live"
 # under LIVE_DIR: one file per Slurm job (item, job id, Slurm state), written by the --slurm controller
 JOBS_DIR = "jobs"
+LINES_KEPT = 100
 POLL_S = 0.5
 
 
@@ -38,7 +39,14 @@ class LiveFile:
         }
 
     def update(self, **fields: Any) -> None:
+        before = self.state["done"]
         self.state.update(fields, updated=time.time())
+        if self.state["done"] > before:
+            # each finished step's line is kept (the last LINES_KEPT): two steps that end between two looks
+            # of the display still get a line each
+            lines = self.state.setdefault("lines", [])
+            lines.append([self.state["done"], plain_line(self.state)])
+            del lines[:-LINES_KEPT]
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(self.state))
         os.replace(tmp, self.path)
@@ -179,10 +187,12 @@ class LiveDisplay:
                 self.seen_jobs[run_id] = job["state"]
                 self.write_line(f"[fmlbench] {job['item']} slurm job {job['job_id']}: {job['state']}")
         for state in states:
-            done = state.get("done", 0)
-            if done > self.seen_steps.get(state["_id"], 0):
-                self.seen_steps[state["_id"]] = done
-                self.write_line(plain_line(state))
+            seen = self.seen_steps.get(state["_id"], 0)
+            for done, line in state.get("lines", []):
+                if done > seen:
+                    seen = done
+                    self.write_line(line)
+            self.seen_steps[state["_id"]] = seen
 
     @staticmethod
     def _table(states: list[dict[str, Any]]):

@@ -110,6 +110,10 @@ class RunRecord(BaseModel):
     steps_budget: int
     status: RunStatus = "running"
     stop_reason: str | None = None
+    # why a finished run's agent ended, in its own words, where it said: 'agent ended' for a coding tool
+    # that stopped with steps left. Data, never a score; None where the agent did not say, and in older
+    # records
+    end_reason: str | None = None
     # the LLM limits the run was held to; a stopped run continues when they are raised
     budget: dict[str, float | None] = {}
     error: str | None = None
@@ -143,6 +147,10 @@ class RunRecord(BaseModel):
     # LLM calls that failed for good (after their retries); the agent went on with what its port makes of
     # a failed call (a failed edit, a fallback text). 0 in older records
     llm_failed_calls: int = 0
+    # exceptions the agent's main loop raised and caught, as its port does: the run went on (to the next
+    # idea, or to the final test on the best code so far) and finished. Each "where: Type: message" with
+    # the traceback's end; [] in older records
+    caught_errors: list[str] = []
     wall_clock_s: float = 0.0
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime | None = None

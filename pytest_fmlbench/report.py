@@ -24,7 +24,8 @@ from .scoring.metrics import EXPLORATION, PROCESS_COLUMNS
 
 HEADERS = {
     "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
-    "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "llm_failed_calls": "Failed calls", "auc_steps": "AUC",
+    "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "llm_failed_calls": "Failed calls",
+    "step_completion_rate": "Steps done", "auc_steps": "AUC",
     "first_improvement_step": "1st impr.", "late_gain_fraction": "Late gain", "best_improvement_step": "Best step",
     "tokens_m": "Tok. (M)", "wall_clock_h": "Hours", "cost_usd": "Cost $",
 }
@@ -32,7 +33,7 @@ HEADERS = {
 ORIGINAL_NAMES = {
     "spread": "Exploration Spread", "uniqueness": "Exploration Uniqueness", "reach": "Exploration Reach",
     "effective_dim": "Effective dim", "val_test_gap": "Val-test |gap|", "valid_step_ratio": "Valid step ratio",
-    "llm_failed_calls": "Failed LLM calls",
+    "llm_failed_calls": "Failed LLM calls", "step_completion_rate": "Step completion rate",
     "auc_steps": "AUC-over-steps", "first_improvement_step": "First-improvement step",
     "late_gain_fraction": "Late-gain fraction", "best_improvement_step": "Best-improvement step",
     "tokens_m": "Token cost (M)", "wall_clock_h": "Wall-clock time (h)", "cost_usd": "Cost (USD)",
@@ -43,7 +44,8 @@ GROUPS = {
     "Generalization": ("val_test_gap",),
     "Reliability": ("valid_step_ratio",),
     "LLM failures": ("llm_failed_calls",),
-    "Efficiency": ("auc_steps", "first_improvement_step", "late_gain_fraction", "best_improvement_step"),
+    "Efficiency": ("step_completion_rate", "auc_steps", "first_improvement_step", "late_gain_fraction",
+                   "best_improvement_step"),
     "Cost": ("tokens_m", "wall_clock_h", "cost_usd"),
 }
 

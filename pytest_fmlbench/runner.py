@@ -24,6 +24,8 @@ from . import devices, isolation
 from .agent_host import host
 from .agent_host.launcher import AgentLimits
 from .agent_host.locate import AgentLocator, locate_class
+from .agent_host.outcome import one_line
+from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
 from .agentkit import Agent
 from .executor import scrubbed_env
 from .isolation import warm
@@ -76,6 +78,11 @@ class RunSettings:
     warm: bool = True
     # shows a line to the user at once, past pytest's output capture (set per item by the plugin)
     announce: Callable[[str], None] | None = None
+    # what the agent declared it needs (a working copy, an LLM gateway); None: read from agent_cls
+    agent_needs: AgentNeeds | None = None
+    # starts the LLM gateway a tool's model calls go through: (LLM client, socket path) -> a started gateway
+    # (close(), protocol); None: the harness's own (agent_host.gateway_binding.start_gateway)
+    gateway_factory: Callable[[Any, Path], Any] | None = None
 
     def identity(self, task: Task, seed: int) -> dict[str, Any]:
         return {
@@ -96,6 +103,13 @@ class RunSettings:
         if self.agent_mode == "external":
             return AGENT_EXTERNAL
         return self.sandbox_label
+
+    @property
+    def needs(self) -> AgentNeeds:
+        if self.agent_needs is not None:
+            return self.agent_needs
+        # an external agent is another program: it declares nothing
+        return needs_of(self.agent_cls) if self.agent_cls is not None and self.agent_mode != "external" else AgentNeeds()
 
     def locator(self) -> AgentLocator | None:
         if self.agent_mode != "process":
@@ -122,6 +136,13 @@ def run_dir_for(settings: RunSettings, task: Task, seed: int) -> tuple[str, Path
 
 
 def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
+    needs = settings.needs
+    if needs.gateway:
+        # known before any record is written: a run that could never start its tool's gateway
+        provider = settings.provider if settings.llm_factory is not None else None
+        problem = gateway_problem(needs, settings.agent_name, provider, _protocol_of(provider))
+        if problem:
+            raise RunError(f"{task.id}: {problem}")
     if settings.sandboxed:
         try:
             isolation.check_available()
@@ -205,8 +226,15 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             sandboxed=settings.sandboxed, agent_limits=settings.agent_limits,
             hidden=[task.root, settings.out_dir], log_dir=store.logs,
             announce=lambda line: _announce(settings, live, f"{task.id}[seed{seed}]", line),
+            needs=settings.needs, gateway_factory=settings.gateway_factory,
         )
         session.settle_usage()
+        if agent.caught:
+            record.caught_errors = list(agent.caught)
+            more = f" (and {len(agent.caught) - 1} more)" if len(agent.caught) > 1 else ""
+            _announce(settings, live, f"{task.id}[seed{seed}]",
+                      f"the agent caught an exception in its main loop and went on, as its port does: "
+                      f"{one_line(agent.caught[0])}{more}")
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")
@@ -234,7 +262,14 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason}")
     if agent.kind == "stopped":
         return finish("stopped", stop_reason=agent.reason)
-    return finish("finished")
+    return finish("finished", end_reason=agent.reason or None)
+
+
+def _protocol_of(provider: str | None) -> str | None:
+    from .llm.providers import PROVIDERS
+
+    known = PROVIDERS.get(provider or "")
+    return known.protocol if known is not None else None
 
 
 def _announce(settings: RunSettings, live: LiveFile, item: str, line: str) -> None:

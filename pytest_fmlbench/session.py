@@ -50,6 +50,21 @@ class Session:
         self.journal = Journal(self.task.metric.direction)
         llm = hello.get("llm")
         self.llm = RemoteLLM(transport, llm["model"], llm["provider"]) if llm else None
+        # exceptions the agent's main loop raised and the agent went on from, as its port does
+        # (``agentkit.loop``); they reach the run's record with the agent's last message
+        self.caught: list[str] = []
+        # what the harness lent an agent that declared it needs them (None otherwise): the working copy's
+        # path, the recorded step whose files it started from (None: the baseline's), and the LLM gateway
+        # ({"socket", "protocol", "model"}) its tool's model calls go through
+        self.workdir: str | None = hello.get("workdir")
+        self.workdir_step: int | None = hello.get("workdir_step")
+        self.gateway: dict[str, Any] | None = hello.get("gateway")
+        # the agent's own time budget in seconds (the harness's time on its requests not counted)
+        self.time_budget_s: float | None = hello.get("time_budget_s")
+        if hello.get("steps_kept"):
+            # a resumed run that goes on after its recorded steps instead of replaying them
+            for node in self._ask("journal")["nodes"]:
+                self.journal.add(StepRecord.model_validate(node))
 
     def log(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -142,24 +142,7 @@ class Workspace:
                            log_path=self.logs / f"{log_name}.log", launcher=launcher)
 
     def _protected_paths(self) -> list[Path]:
-        """The protected globs' matches, a folder standing for everything below it.
-
-        Next to every protected module, an empty, read-only ``__pycache__``: bytecode planted there
-        would run in place of the protected source without changing its hash.
-        """
-        matches: set[Path] = set()
-        for pattern in self.task.spec.protected:
-            for path in self.path.glob(pattern):
-                if not path.is_symlink() and (path.is_dir() or path.is_file()):
-                    matches.add(path)
-        for module in [p for p in matches if p.suffix == ".py"]:
-            cache = module.parent / "__pycache__"
-            if not cache.exists():
-                cache.mkdir()
-            if cache.is_dir() and not cache.is_symlink():
-                matches.add(cache)
-        ordered = sorted(matches)
-        return [p for p in ordered if not any(q != p and q in p.parents for q in ordered)]
+        return protected_paths(self.path, self.task.spec.protected)
 
     def _view(self, out: Path) -> isolation.ExperimentView:
         return isolation.ExperimentView(
@@ -268,6 +251,28 @@ class Workspace:
                 f"{c.name} ({c.detail or f'value {c.value} vs limit {c.limit}'})" for c in broken
             )
         return outcome
+
+
+def protected_paths(root: Path, patterns: list[str]) -> list[Path]:
+    """The protected globs' matches under ``root``, a folder standing for everything below it: what a
+    sandbox binds read-only over a workspace (or over an agent's working copy).
+
+    Next to every protected module, an empty, read-only ``__pycache__``: bytecode planted there
+    would run in place of the protected source without changing its hash.
+    """
+    matches: set[Path] = set()
+    for pattern in patterns:
+        for path in root.glob(pattern):
+            if not path.is_symlink() and (path.is_dir() or path.is_file()):
+                matches.add(path)
+    for module in [p for p in matches if p.suffix == ".py"]:
+        cache = module.parent / "__pycache__"
+        if not cache.exists():
+            cache.mkdir()
+        if cache.is_dir() and not cache.is_symlink():
+            matches.add(cache)
+    ordered = sorted(matches)
+    return [p for p in ordered if not any(q != p and q in p.parents for q in ordered)]
 
 
 def _reported_stderr(run: CommandResult, timeout_s: float) -> str:

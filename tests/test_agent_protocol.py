@@ -138,6 +138,17 @@ def test_an_agents_last_words_stay_one_printable_line():
     assert from_done(p.DoneArgs(outcome="stopped", reason="x" * 5000)).reason.endswith(" [...]")
 
 
+def test_exceptions_an_agent_caught_reach_the_outcome_within_their_caps(dispatcher):
+    ask(dispatcher, "hello", version=1)
+    caught = ["main loop: RuntimeError: boom\nTraceback ...", "x" * (p.MAX_TRACEBACK_CHARS + 50)]
+    assert ask(dispatcher, "done", outcome="finished", caught=caught)["ok"]
+    outcome = from_done(dispatcher.done)
+    assert outcome.kind == "finished" and outcome.caught[0] == caught[0]
+    # a longer one is cut to the traceback's cap, with the harness's note
+    assert outcome.caught[1].startswith("x" * p.MAX_TRACEBACK_CHARS) and "characters cut" in outcome.caught[1]
+    assert "at most 100" in ask(dispatcher, "done", 2, outcome="finished", caught=["e"] * 101)["error"]["message"]
+
+
 class _RefusingModel:
     model, provider = "gpt-4o", "openai"
 

@@ -40,8 +40,12 @@ SLOW_AGENT = """
             # the key must reach the job through its environment; only whether it did is written down
             key = hashlib.sha256(os.environ.get("OPENAI_API_KEY", "").encode()).hexdigest()
             seen = "key-present" if key == {key!r} else "key-absent"
+            # a test that needs the job to be still running at some point holds it there until it says so
+            gate = os.environ.get("FMLBENCH_TEST_GATE")
             while True:
                 time.sleep(float(os.environ.get("FMLBENCH_TEST_STEP_SLEEP", "1.5")))
+                while gate and not os.path.exists(gate):
+                    time.sleep(0.2)
                 session.run_step("baseline", plan=seen)
 """.replace("{key!r}", repr(hashlib.sha256(FAKE_KEY.encode()).hexdigest()))
 
@@ -576,6 +580,10 @@ def test_a_controller_started_with_sigint_ignored_and_blocked_still_takes_ctrl_c
 def test_detach_then_reattach_submits_nothing_twice_and_no_key_in_files(project: Path, bench, write_agent,
                                                                        monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    # the jobs wait at their first step until the gate opens: however slow this machine, they are still
+    # running when the second command looks for them
+    gate = project / "gate"
+    monkeypatch.setenv("FMLBENCH_TEST_GATE", str(gate))
     agent = write_agent(SLOW_AGENT, cls="Slow")
     # in the harness's process, the agent sees the job's environment (an agent's own process never holds a
     # key: tests/test_agent_sandbox.py); so the key is shown to reach the job, and still no file
@@ -588,6 +596,7 @@ def test_detach_then_reattach_submits_nothing_twice_and_no_key_in_files(project:
     assert len(submitted) == 2 and active(submitted.values())
     again = bench(*args, "--slurm-detach")  # the jobs are still running: re-attached, not resubmitted
     again.stdout.fnmatch_lines(["*slurm: submitted 0 job(s), re-attached to 2*"])
+    gate.touch()
     attached = bench(*args)
     attached.assert_outcomes(passed=2)
     assert jobs_of(project) == submitted

@@ -17,23 +17,30 @@ from ..agentkit.base import Agent
 from ..agentkit.loading import AgentLoadError, parse_agent_options
 from ..session import BudgetExhausted, RunStopped, Session
 from .locate import AgentLocator
-from .protocol import MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode, encode
+from .needs import needs_of
+from .protocol import MAX_CAUGHT, MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode, encode
 from .transport import HarnessGone, SocketTransport, hello
 
 
 def run_agent(agent: Agent, session: Session) -> dict[str, Any]:
-    """How ``agent.run(session)`` ended, as the protocol's ``done`` arguments."""
+    """How ``agent.run(session)`` ended, as the protocol's ``done`` arguments, with the exceptions its
+    main loop caught and went on from (``session.caught``)."""
     try:
         agent.run(session)
     except BudgetExhausted:
-        return {"outcome": "budget_exhausted"}
+        done = {"outcome": "budget_exhausted"}
     except RunStopped as exc:
-        return {"outcome": "stopped", "reason": str(exc)}
+        done = {"outcome": "stopped", "reason": str(exc)}
     except HarnessGone:
         raise
     except (Exception, SystemExit) as exc:
-        return crashed(exc)
-    return {"outcome": "finished"}
+        done = crashed(exc)
+    else:
+        reason = getattr(agent, "end_reason", "")
+        done = {"outcome": "finished", "reason": reason} if isinstance(reason, str) and reason else {"outcome": "finished"}
+    if session.caught:
+        done["caught"] = session.caught[:MAX_CAUGHT]
+    return done
 
 
 def crashed(exc: BaseException) -> dict[str, Any]:
@@ -67,7 +74,7 @@ def _describe(sock: socket.socket) -> int:
         cls = AgentLocator.from_json(request["locator"]).load()
         options = parse_agent_options(cls, request["pairs"])
         reply = {"name": cls.name or cls.__name__, "uses_llm": bool(cls.uses_llm),
-                 "options": options.model_dump(mode="json")}
+                 "options": options.model_dump(mode="json"), **needs_of(cls).to_json()}
     except AgentLoadError as exc:
         reply = {"error": str(exc)}
     except Exception as exc:

@@ -18,6 +18,7 @@ from ..agentkit.base import AgentOptions
 from ..agentkit.loading import AgentLoadError
 from .launcher import AgentLimits, AgentProcess
 from .locate import AgentLocator
+from .needs import AgentNeeds
 from .outcome import one_line
 from .protocol import MAX_MESSAGE_BYTES, ProtocolViolation, decode, encode
 
@@ -35,6 +36,7 @@ class AgentDescription:
     name: str
     uses_llm: bool
     options: AgentOptions
+    needs: AgentNeeds = AgentNeeds()
 
 
 def describe(locator: AgentLocator, pairs: list[str], *, sandboxed: bool, hidden: list[Path]) -> AgentDescription:
@@ -62,6 +64,6 @@ def describe(locator: AgentLocator, pairs: list[str], *, sandboxed: bool, hidden
         raise AgentLoadError(one_line(str(reply["error"])))
     try:
         return AgentDescription(one_line(str(reply["name"])), bool(reply["uses_llm"]),
-                                DescribedOptions(**reply["options"]))
+                                DescribedOptions(**reply["options"]), AgentNeeds.from_json(reply))
     except (KeyError, TypeError, ValueError) as exc:
         raise AgentLoadError(f"agent {locator.spec!r}: its process answered with unusable data ({exc})") from None

@@ -18,7 +18,9 @@ from ..spec import Task
 from . import external
 from .child import run_agent
 from .launcher import OUTPUT_LIMIT_BYTES, AgentLimits, AgentProcess
+from .lent import Lent
 from .locate import AgentLocator
+from .needs import AgentNeeds
 from .outcome import AgentOutcome, from_done
 from .serve import BROKE_PROTOCOL, CLOSED, EXITED, FLOODED, LIMIT, TIMED_OUT, Ended, serve
 from .server import Dispatcher
@@ -39,27 +41,43 @@ def own_time_budget(agent_limits: AgentLimits, task: Task, steps: int) -> float:
 def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, steps: int, agent_cls: Any = None,
           agent_options: Any = None, locator: AgentLocator | None = None, sandboxed: bool = True,
           agent_limits: AgentLimits = AgentLimits(), hidden: list[Path] = (), log_dir: Path,
-          announce: Callable[[str], None]) -> AgentOutcome:
+          announce: Callable[[str], None], needs: AgentNeeds = AgentNeeds(),
+          gateway_factory: Callable[[Any, Path], Any] | None = None) -> AgentOutcome:
     """Run the agent until it is done or fails; raises what the harness itself raised while serving it."""
     payload = None
     if mode == "process":
         payload = {"locator": locator.to_json(), "options": agent_options.model_dump(mode="json")}
-    dispatcher = Dispatcher(session, llm, agent=payload)
-    budget = own_time_budget(agent_limits, task, steps)
-    if mode == "in process":
-        outcome = _in_process(dispatcher, agent_cls(agent_options))
-    elif mode == "external":
-        outcome = external.serve_one(dispatcher, task.id, budget, announce)
-    else:
-        proc = AgentProcess("run", sandboxed=sandboxed, code=[Path(c) for c in locator.code], hidden=list(hidden),
-                            hide_data=tuple(task.spec.sandbox.hide), agent_limits=agent_limits,
-                            log_path=log_dir / _log_name(session))
-        outcome = _own_process(proc, dispatcher, budget)
-    if dispatcher.fatal is not None:
-        raise dispatcher.fatal
-    if dispatcher.stop_reason and outcome.kind == "finished":
-        # an agent that caught the budget's RunStopped and said it finished was still stopped by it
-        return AgentOutcome("stopped", dispatcher.stop_reason)
+    if needs.workdir:
+        # its working copy holds the files of the last recorded step: it goes on from there, not replaying
+        session.keep_recorded_steps()
+    in_sandbox = mode == "process" and sandboxed
+    lent = Lent.open(needs, session, llm, sandboxed=in_sandbox, hidden=list(hidden), gateway_factory=gateway_factory)
+    try:
+        budget = own_time_budget(agent_limits, task, steps)
+        dispatcher = Dispatcher(session, llm, agent=payload, lent=lent.hello_fields(), time_budget_s=budget)
+        if mode == "in process":
+            outcome = _in_process(dispatcher, agent_cls(agent_options))
+        elif mode == "external":
+            outcome = external.serve_one(dispatcher, task.id, budget, announce)
+        else:
+            proc = AgentProcess("run", sandboxed=sandboxed, code=[Path(c) for c in locator.code],
+                                hidden=list(hidden), hide_data=tuple(task.spec.sandbox.hide),
+                                agent_limits=agent_limits, log_path=log_dir / _log_name(session), lent=lent.binds())
+            outcome = _own_process(proc, dispatcher, budget)
+        if dispatcher.fatal is not None:
+            raise dispatcher.fatal
+        tool_stop = lent.stop_reason()
+        stop_reason = dispatcher.stop_reason or tool_stop
+    finally:
+        lent.close()
+    if stop_reason and outcome.kind == "finished":
+        # an agent that caught the budget's RunStopped (or whose tool met the gateway's refusal) and said it
+        # finished was still stopped by it
+        return AgentOutcome("stopped", stop_reason)
+    if tool_stop and outcome.kind == "failed":
+        # a tool that gives up at the gateway's refusal (Claude Code exits 1 at a 403) was stopped by the
+        # budget, also before its first step; how it ended stays in the record's detail
+        return AgentOutcome("stopped", tool_stop, outcome.detail or outcome.reason, outcome.caught)
     return outcome
 
 

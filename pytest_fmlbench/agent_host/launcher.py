@@ -2,8 +2,10 @@
 its limits, holding its end of a socketpair, its output kept in a capped log.
 
 Inside the sandbox the agent sees the interpreter and its libraries, this package and its own code,
-all read-only, and a private ``/tmp`` and home; not the run directory, not the task (its ``harness/``
-and private data), not the checkout, not the network, not the harness's processes or environment.
+all read-only, a private ``/tmp`` and home, and what the harness lent it (a working copy of the
+workspace at ``/workspace``, its LLM gateway's socket folder at ``/run/fmlbench``: see ``lent``); not the
+run directory, not the task (its ``harness/`` and private data), not the checkout, not the network, not
+the harness's processes or environment.
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ class AgentProcess:
     """One agent process and the harness's end of its socket."""
 
     def __init__(self, mode: str, *, sandboxed: bool, code: list[Path], hidden: list[Path],
-                 hide_data: tuple[str, ...], agent_limits: AgentLimits, log_path: Path):
+                 hide_data: tuple[str, ...], agent_limits: AgentLimits, log_path: Path,
+                 lent: tuple[isolation.Bind, ...] = ()):
         self.sandboxed = sandboxed
         self.limits = agent_limits
         self.flooded = False
         self._tripped: str | None = None
         self._scratch: str | None = None
+        self._lent = lent
         self.group = self._group()
         self.conn, theirs = socket.socketpair()
         command = [sys.executable, "-s", "-B", "-m", "pytest_fmlbench.agent_host.child", mode, str(theirs.fileno())]
@@ -119,7 +123,7 @@ class AgentProcess:
         if models:
             shown += models
             extra["HF_HUB_CACHE"] = str(models[0].parent)
-        view = isolation.AgentView(code=shown, hidden=hidden, hide_data=hide_data)
+        view = isolation.AgentView(code=shown, hidden=hidden, hide_data=hide_data, lent=self._lent)
         env = {**isolation.sandbox_env(scrubbed_env()), **extra}
         return isolation.agent_argv(view, command), env, "/"
 

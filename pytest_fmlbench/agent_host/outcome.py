@@ -11,18 +11,24 @@ from .protocol import MAX_LABEL_CHARS, DoneArgs
 @dataclass(frozen=True)
 class AgentOutcome:
     kind: Literal["finished", "stopped", "failed"]
-    reason: str = ""  # one line: why it stopped, or what went wrong ("crashed: RuntimeError: policy bug")
+    # one line: why it stopped, what went wrong ("crashed: RuntimeError: policy bug"), or why it finished,
+    # where the agent said ("agent ended")
+    reason: str = ""
     detail: str = ""  # for the record: the traceback, or the end of the process's output
+    # exceptions the agent caught in its main loop and went on from, as its port does (see agentkit.loop)
+    caught: tuple[str, ...] = ()
 
 
 def from_done(done: DoneArgs) -> AgentOutcome:
     """What the agent itself said in its last message."""
+    caught = tuple(done.caught)
     if done.outcome in ("finished", "budget_exhausted"):
-        return AgentOutcome("finished")
+        # why it finished, when it says (a coding tool's 'agent ended': it stopped with steps left)
+        return AgentOutcome("finished", one_line(done.reason), caught=caught)
     if done.outcome == "stopped":
-        return AgentOutcome("stopped", one_line(done.reason))
+        return AgentOutcome("stopped", one_line(done.reason), caught=caught)
     return AgentOutcome("failed", one_line(f"crashed: {done.error_type or 'an exception'}: {done.reason}"),
-                        done.traceback)
+                        done.traceback, caught)
 
 
 def one_line(text: str) -> str:

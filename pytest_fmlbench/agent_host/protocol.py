@@ -28,6 +28,7 @@ MAX_TEXT_CHARS = 100_000
 MAX_LABEL_CHARS = 200
 MAX_EXTRA_BYTES = 1 << 20
 MAX_TRACEBACK_CHARS = 4000
+MAX_CAUGHT = 100  # exceptions an agent may report having caught in its main loop
 
 # error types a reply may carry; the Python client raises the same-named exception
 BUDGET_EXHAUSTED = "BudgetExhausted"
@@ -154,6 +155,9 @@ class DoneArgs(_Args):
     reason: Text = ""        # RunStopped's reason, or the crash's message
     error_type: Label = ""   # the exception's type, for a crash
     traceback: Annotated[str, _cap(MAX_TRACEBACK_CHARS)] = ""
+    # exceptions the agent's main loop raised and the agent caught, as its port does (the run went on:
+    # to the next idea, or to the final test on the best code); each "where: Type: message" + traceback
+    caught: list[Annotated[str, _cap(MAX_TRACEBACK_CHARS)]] = Field([], max_length=MAX_CAUGHT)
 
 
 ARGS: dict[str, type[_Args]] = {

@@ -21,11 +21,15 @@ from . import protocol as p
 
 
 class Dispatcher:
-    def __init__(self, session: HarnessSession, llm: Any = None, agent: dict[str, Any] | None = None):
+    def __init__(self, session: HarnessSession, llm: Any = None, agent: dict[str, Any] | None = None, *,
+                 lent: dict[str, Any] | None = None, time_budget_s: float | None = None):
         self.session = session
         self.llm = llm
         # how the agent's own process loads the agent (locator and options); None for an external agent
         self.agent = agent
+        # what the harness lent the agent, as hello announces it (see lent.Lent.hello_fields)
+        self.lent = lent or {}
+        self.time_budget_s = time_budget_s
         self.greeted = False
         self.done: p.DoneArgs | None = None
         self.fatal: BaseException | None = None
@@ -114,7 +118,10 @@ class Dispatcher:
         s = self.session
         llm = None if self.llm is None else {"model": self.llm.model, "provider": self.llm.provider}
         return {"version": p.VERSION, "task": s.task.model_dump(mode="json"), "baseline_files": s.baseline_files,
-                "steps_total": s.steps_total, "rng_seed": s.rng_seed, "llm": llm, "agent": self.agent}
+                "steps_total": s.steps_total, "rng_seed": s.rng_seed, "llm": llm, "agent": self.agent,
+                # a resumed agent that keeps the recorded steps (a coding tool) starts after them
+                "steps_kept": s.steps_used, "time_budget_s": self.time_budget_s,
+                "workdir": None, "workdir_step": None, "gateway": None, **self.lent}
 
     def _recorded(self, step: int) -> int:
         used = self.session.steps_used

@@ -29,6 +29,14 @@ class Agent:
     Options: ClassVar[type[AgentOptions]] = AgentOptions
     # agents that need --model and an LLM provider say so; the harness then builds session.llm
     uses_llm: ClassVar[bool] = False
+    # an agent that drives a program of its own (a coding tool) asks the harness for a working copy of the
+    # workspace, bound into its sandbox (``session.workdir``), and for an LLM gateway on a UNIX socket
+    # (``session.gateway``) that makes the program's model calls with the run's key, budget and records
+    needs_workdir: ClassVar[bool] = False
+    needs_gateway: ClassVar[bool] = False
+    # why ``run`` returned, where the agent has something to say: recorded with the finished run and shown
+    # in the tables' notes (a coding tool that stopped with steps left sets 'agent ended')
+    end_reason: str = ""
 
     def __init__(self, options: AgentOptions | None = None):
         self.options = options if options is not None else self.Options()

@@ -65,11 +65,15 @@ class EditorOptions(AgentOptions):
         "or nothing, each SEARCH matching once, no blocklist, a plan first")
 
 
+def port_value(value: float | None, missing: str = "None") -> str:
+    """A metric as the ports print it into prompts: Python's own text of the float, every digit of it."""
+    return missing if value is None else str(value)
+
+
 def metric_line(session: Session, value: float | None, label: str = "Metric") -> str:
     """The one line every port uses to show a metric to the model, so no agent sees more than another."""
     metric = session.task.metric
-    shown = "N/A" if value is None else f"{value:.6g}"
-    return f"{label}: {metric.key} = {shown} ({metric.direction} is better)"
+    return f"{label}: {metric.key} = {port_value(value, 'N/A')} ({metric.direction} is better)"
 
 
 def task_context(session: Session) -> str:

@@ -51,12 +51,24 @@ class ExperimentView:
 
 
 @dataclass(frozen=True)
+class Bind:
+    """A host path shown at another path inside a sandbox."""
+
+    source: Path
+    target: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
 class AgentView:
     """What an agent's own process may see: its code, read-only, and nothing of any run."""
 
     code: list[Path]            # the agent's own files and folders
     hidden: list[Path]          # paths that must stay invisible even if an allowed tree contains them
     hide_data: tuple[str, ...] = ()
+    # what the harness lends the agent (a working copy of the workspace, its gateway's socket folder), in
+    # order: a read-only bind after a writable one covers part of it
+    lent: tuple[Bind, ...] = ()
 
 
 def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
@@ -80,11 +92,14 @@ def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
 
 def agent_argv(view: AgentView, argv: list[str]) -> list[str]:
     """``argv`` (an agent's process) in bubblewrap: the experiments' allowlist, minus any workspace or
-    ``{out}``, plus the agent's code read-only; its only writable places are its private ``/tmp`` and home."""
+    ``{out}``, plus the agent's code read-only; its only writable places are its private ``/tmp`` and home,
+    and what the harness lent it writable (a working copy)."""
     masks = _data_masks(view.hide_data)
     args = _base_args(view.hidden)
     for path in view.code:
         args += ["--ro-bind", str(path), str(path)]
+    for bind in view.lent:
+        args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
     args += masks.binds()
     args += ["--remount-ro", "/", "--chdir", mounts.SANDBOX_HOME, "--"]
     return args + argv
@@ -174,6 +189,6 @@ def step_limits(memory_mb: int | None, max_processes: int, gpus: bool) -> limits
 
 
 __all__ = [
-    "AgentView", "ExperimentView", "agent_argv", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
+    "AgentView", "Bind", "ExperimentView", "agent_argv", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
     "sandbox_env", "step_limits",
 ]

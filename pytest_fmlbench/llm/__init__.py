@@ -14,7 +14,9 @@ call is appended to ``llm_calls.jsonl`` in the run directory; a resumed run is a
 
 Modules: ``providers`` (names, endpoints, keys), ``backends`` (the openai/anthropic SDKs), ``local`` (the
 embedded GGUF model), ``pricing`` (genai-prices' list prices under the user's ``--price-table``), ``ledger`` (call log and replay), ``client``
-(retries, budgets), ``factory`` (building clients, the preflight), ``redact`` (keys out of all output).
+(retries, budgets), ``factory`` (building clients, the preflight), ``redact`` (keys out of all output),
+``gateway`` (a coding tool's model calls, from inside its sandbox, metered by the run's client; imported
+where used, as it loads the HTTP client).
 """
 
 from .backends import Completion, Request

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -49,6 +50,8 @@ class LLMClient:
         self._on_failure: Callable[[LLMCallError], None] | None = None
         self.failed_calls = 0  # calls that failed for good (after their retries), replayed ones included
         self._jitter = random.Random()
+        # the LLM gateway accounts calls from its own threads, beside the agent's calls
+        self._lock = threading.Lock()
 
     @property
     def provider(self) -> str:
@@ -75,7 +78,7 @@ class LLMClient:
                  max_output_tokens: int = 4096, purpose: str = "") -> Reply:
         """One chat completion. Raises RunStopped once a budget is exceeded, LLMCallError if it cannot succeed
         (retries exhausted, or an error not worth retrying); the agent decides what a failed call becomes."""
-        self._check_budget()
+        self.check_budget()
         request = Request(_normalise(messages), max_output_tokens, temperature)
         key = request_key(self.provider, self.model, request)
         n = self._seen[key]
@@ -106,9 +109,7 @@ class LLMClient:
                 self.ledger.append(key=key, n=n, provider=self.provider, model=self.model, purpose=purpose,
                                    request=request, text=completion.text, usage=usage,
                                    finish_reason=completion.finish_reason, latency_s=time.monotonic() - started)
-        self._spent = self._spent + reply.usage
-        if self._sink is not None:
-            self._sink(reply.usage)
+        self.account(reply.usage)
         cost = "unknown" if reply.usage.cost_usd is None else f"${reply.usage.cost_usd:.4f}"
         log.debug("llm %s%s: %d in (%d cached) / %d out tokens, %s", purpose or "call",
                   " (replayed)" if reply.replayed else "", reply.usage.input_tokens, reply.usage.cached_tokens,
@@ -127,8 +128,23 @@ class LLMClient:
         self._retrying(self.backend.check_model)
 
     # -- budgets --------------------------------------------------------------------------------
-    def _check_budget(self) -> None:
-        """Checked before each call: the call that crosses a limit is used; none is made after it."""
+    def account(self, usage: Usage) -> None:
+        """Charge one call made outside ``complete`` (the LLM gateway's): it counts towards the budgets and
+        lands on the next step's record, as the agent's own calls do."""
+        with self._lock:
+            self._spent = self._spent + usage
+            if self._sink is not None:
+                self._sink(usage)
+
+    def count_spent(self, usage: Usage) -> None:
+        """Usage spent before this process, by calls that will not be made again (a resumed coding tool's):
+        it counts towards the budgets, and is on its steps' records already."""
+        with self._lock:
+            self._spent = self._spent + usage
+
+    def check_budget(self) -> None:
+        """Raises RunStopped once a budget is exceeded. Checked before each call: the call that crosses a
+        limit is used; none is made after it."""
         spent, s = self._spent, self.settings
         if s.max_tokens is not None and spent.total_tokens > s.max_tokens:
             raise RunStopped(f"max-tokens {s.max_tokens} exceeded ({spent.total_tokens} used)")
@@ -138,6 +154,7 @@ class LLMClient:
                                  f"the price of {self.model} is unknown")
             if spent.cost_usd > s.max_cost_usd:
                 raise RunStopped(f"max-cost-usd {s.max_cost_usd:.2f} exceeded ({spent.cost_usd:.4f} spent)")
+
 
     # -- retries --------------------------------------------------------------------------------
     def _with_retries(self, request: Request):

@@ -34,8 +34,8 @@ LATE_GAIN_EPS = 1e-12
 
 EXPLORATION = ("spread", "uniqueness", "reach", "effective_dim")
 PROCESS_COLUMNS = (
-    *EXPLORATION, "val_test_gap", "valid_step_ratio", "llm_failed_calls", "auc_steps", "first_improvement_step",
-    "late_gain_fraction", "best_improvement_step", "tokens_m", "wall_clock_h", "cost_usd",
+    *EXPLORATION, "val_test_gap", "valid_step_ratio", "llm_failed_calls", "step_completion_rate", "auc_steps",
+    "first_improvement_step", "late_gain_fraction", "best_improvement_step", "tokens_m", "wall_clock_h", "cost_usd",
 )
 
 
@@ -141,6 +141,9 @@ def score_run(run: RunInput) -> dict[str, float | str]:
 
     successes = sum(1 for s in run.steps if s.success)
     valid_ratio = successes / run.total_steps if run.total_steps > 0 else NAN
+    # the share of the step budget the agent used (the paper's 'completed 7% of its budget'); NaN where the
+    # budget is unknown (the original's results do not record it)
+    completion = run.total_steps / run.steps_budget if run.steps_budget else NAN
 
     curve = improvement_curve(run)
     if curve is None:
@@ -167,7 +170,9 @@ def score_run(run: RunInput) -> dict[str, float | str]:
         "note": note(run), "ni": ni, "ni_val": ni_val,
         "val_test_gap": gap, "valid_step_ratio": valid_ratio,
         # beyond the original's twelve: LLM calls that failed for good (NaN for the original's results)
-        "llm_failed_calls": run.failed_calls if run.failed_calls is not None else NAN, "auc_steps": auc,
+        "llm_failed_calls": run.failed_calls if run.failed_calls is not None else NAN,
+        # beyond the original's twelve: steps used / step budget
+        "step_completion_rate": completion, "auc_steps": auc,
         "first_improvement_step": first, "late_gain_fraction": late, "best_improvement_step": best_step,
         "tokens_m": run.tokens / 1e6 if run.tokens is not None else NAN,
         "wall_clock_h": run.wall_s / 3600.0 if run.wall_s is not None else NAN,

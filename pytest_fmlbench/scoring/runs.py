@@ -49,6 +49,8 @@ class RunInput:
     cost_usd: float | None = None
     # LLM calls that failed for good (None where the source does not say: the original's results)
     failed_calls: float | None = None
+    # the step budget the run was given (None where the source does not say: the original's results)
+    steps_budget: int | None = None
     labels: list[str] = field(default_factory=list)
     tested_baseline: bool = False
     source: str = ""
@@ -79,6 +81,9 @@ def labels(record: RunRecord) -> list[str]:
     out = []
     if record.status == "stopped":
         out.append(f"stopped by budget ({record.stop_reason})" if record.stop_reason else "stopped by budget")
+    if record.status == "finished" and record.end_reason:
+        # a run its agent ended early is finished, and says why (a coding tool's 'agent ended')
+        out.append(record.end_reason)
     if record.sandbox == "unsandboxed":
         out.append("unsandboxed")
     if record.agent_process == "in process":
@@ -118,7 +123,7 @@ def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None
         steps=[StepView(s.success, s.metric) for s in steps], total_steps=record.steps_used,
         best_val=record.best_val, test=record.test_metric, test_reason=test_reason(record),
         tokens=float(record.usage.total_tokens), wall_s=record.wall_clock_s, cost_usd=record.usage.cost_usd,
-        failed_calls=float(record.llm_failed_calls), labels=labels(record),
+        failed_calls=float(record.llm_failed_calls), steps_budget=record.steps_budget, labels=labels(record),
         tested_baseline=record.test_on_baseline, source=str(run_dir or ""),
         snapshot_key=snapshot_key,
         load_snapshots=load_snapshots if store is not None and steps else None,

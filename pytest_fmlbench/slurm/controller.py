@@ -283,6 +283,8 @@ class SlurmController:
             reporter.write_line(f"[fmlbench] Ctrl-C: cancelled this session's Slurm jobs ({ids}); run the same "
                                 "command again to resume from their recorded steps", red=True, bold=True)
 
+    # before the live display's own final look (plugin.py), so that it shows every job's last state
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.stop.set()
         if self.watcher is not None:

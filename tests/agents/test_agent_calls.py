@@ -23,7 +23,7 @@ def calls_by_purpose(run) -> dict[str, int]:
 
 # the first coding reply of every agent breaks the code, so each run has one crash to recover from
 @pytest.mark.parametrize("agent, coder, calls, purposes", [
-    ("aide", lambda: ToyCoder(drafts=("bug", "ok")), 12, {"draft": 5, "debug": 1, "review": 6}),
+    ("aide", lambda: ToyCoder(drafts=("bug", "ok")), 12, {"draft": 5, "debug": 1, "analysis": 6}),
     ("aira-mcts", lambda: ScriptedCoder(edits=["bug", "fix"]), 12, {"draft": 2, "debug": 1, "improve": 3, "analysis": 6}),
     # 25 ideas of 3 rounds each (the idea and 2 reflections) before the first step, then one call per attempt
     ("ai-scientist-v1", lambda: ToyScientist(plans={1: ["bug"]}), 81,

@@ -40,7 +40,7 @@ def test_the_catalog_gives_summary_options_with_types_and_defaults_and_the_llm_n
 def test_unknown_names_and_options_are_one_line_naming_the_valid_ones():
     with pytest.raises(AgentLoadError, match=r"^unknown agent 'nope'; built-in agents: .*aide, .*random-search"):
         load_agent_class("nope")
-    with pytest.raises(AgentLoadError, match=r"^agent aide has no option bogus; options: code_temperature, "):
+    with pytest.raises(AgentLoadError, match=r"^agent aide has no option bogus; options: analysis_temperature, "):
         parse_agent_options(load_agent_class("aide"), ["bogus=1"])
     options = parse_agent_options(load_agent_class("aide"), ["num_drafts=2", "review=false"])
     assert (options.num_drafts, options.review) == (2, False)
@@ -149,12 +149,13 @@ def test_fmlbench_agents_command(pytester):
                                  "    num_drafts: int = 5 *", "baseline  [[]no LLM]", "  options: none"])
 
 
-NINE = {"aide": True, "aira-mcts": True, "ai-scientist-v1": True, "ai-scientist-v2": True, "autoresearch": True,
-        "openevolve": True, "adaptive-search": True, "baseline": False, "random-search": False}
+BUILT_IN = {"aide": True, "aira-mcts": True, "ai-scientist-v1": True, "ai-scientist-v2": True, "autoresearch": True,
+            "openevolve": True, "adaptive-search": True, "baseline": False, "random-search": False,
+            "claude-code": True, "codex": True, "mini-swe-agent": True}
 
 
 @pytest.mark.parametrize("how", ["fmlbench agents", "pytest --fmlbench-agents"])
-def test_both_listings_give_all_nine_agents_with_summary_typed_options_and_llm_need(pytester, how):
+def test_both_listings_give_every_built_in_agent_with_summary_typed_options_and_llm_need(pytester, how):
     if how == "fmlbench agents":
         result = pytester.run(Path(sys.executable).parent / "fmlbench", "agents")
     else:
@@ -162,8 +163,8 @@ def test_both_listings_give_all_nine_agents_with_summary_typed_options_and_llm_n
     assert result.ret == 0
     lines = result.stdout.lines
     heads = {line.split("  [")[0]: line for line in lines if line and not line.startswith(" ") and "  [" in line}
-    assert set(heads) == set(NINE)
-    for name, llm in NINE.items():
+    assert set(heads) == set(BUILT_IN)
+    for name, llm in BUILT_IN.items():
         assert heads[name].endswith("[needs an LLM (--model, --provider)]" if llm else "[no LLM]")
         at = lines.index(heads[name])
         assert lines[at + 1].startswith("  ") and len(lines[at + 1].strip()) > 20  # the one-line summary
@@ -180,6 +181,9 @@ def test_both_listings_give_all_nine_agents_with_summary_typed_options_and_llm_n
     text = "\n".join(lines)
     for option in ("uct_c: float = 1.41", "num_ideas: int = 25", "stage_budgets: tuple[float, float, float, float] = "
                    "0.1,0.2,0.5,0.2", "max_debug_retries: int = 3", "num_islands: int = 3",
-                   "migration_interval: int = 10", "p1_window: int = 50", "p1_epsilon: float = 0.0005"):
+                   "migration_interval: int = 10", "p1_window: int = 50", "p1_epsilon: float = 0.0005",
+                   "catalog_model: str = gpt-5.5", "config: 'mini' | 'mini_textbased' = mini"):
         assert option in text, option
+    # a coding tool's own flags that may be passed are named
+    assert "only these: --effort VALUE, --max-budget-usd VALUE" in text and "-c KEY=VALUE (--config)" in text
 

@@ -26,7 +26,7 @@ pytestmark = [
 
 
 @pytest.mark.parametrize("agent, options", [
-    ("aide", {"reply_attempts": 1}),
+    ("aide", {}),
     ("aira-mcts", {}),
     ("ai-scientist-v1", {"num_ideas": 1, "num_reflections": 1}),  # the 3 steps go to the first idea anyway
     ("ai-scientist-v2", {}),

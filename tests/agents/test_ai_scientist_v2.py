@@ -12,6 +12,7 @@ from conftest import load_record
 from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
 from llm.fake_llm import Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO, file_block, shown_file
+from scripted_coder import edit_reply, instruction_of
 from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
 from pytest_fmlbench.runner import RunError
 
@@ -96,10 +97,10 @@ def first_best(steps) -> int | None:
     return best.step if best else None
 
 
-def test_stage_budgets_and_each_stage_starts_from_the_previous_best(run_v2, fake_llm):
+def test_stage_budgets_and_with_previous_best_each_stage_starts_from_the_best_so_far(run_v2, fake_llm):
     model = ToyResearcher(drafts=("ok", "bug", "ok"))
     fake_llm.responder = model
-    run = run_v2(steps=20)
+    run = run_v2(steps=20, stage_seed="previous_best")
     steps = run.steps
     assert run.record.status == "finished" and len(steps) == 20
     # 10/20/50/20% of 20 steps, in order
@@ -142,6 +143,87 @@ def test_stage_budgets_and_each_stage_starts_from_the_previous_best(run_v2, fake
     assert model.asked["memory"] <= 20 - 4  # never for a debug, never twice for the same tree
 
 
+class ScriptedResearcher:
+    """Each coding call (draft, improve or debug, in order) carries out the next outcome of ``outcomes``
+    on the config.json it is shown ('lr=0.4,epochs=10': see scripted_coder.edit_reply); analyses, memories
+    and sub-stage goals are short fixed texts. Every request is kept with its kind."""
+
+    def __init__(self, outcomes):
+        self.outcomes = list(outcomes)
+        self.seen: list[tuple[str, str]] = []
+
+    def __call__(self, seen: Seen) -> Say:
+        kind = kind_of(seen)
+        self.seen.append((kind, seen.body["messages"][-1]["content"]))
+        if kind == "analysis":
+            return Say("Analysis: " + ("it crashed." if "Success: False" in seen.prompt else "it ran."))
+        if kind == "memory":
+            return Say("Memory: keep lr moderate.")
+        if kind == "substage":
+            return Say("Goals: vary the learning rate.")
+        return Say(edit_reply(self.outcomes.pop(0), seen.body["messages"][-1]["content"]))
+
+    def prompts(self, kind: str) -> list[str]:
+        return [text for k, text in self.seen if k == kind]
+
+
+def test_stages_as_the_port_stage_3_drafts_from_the_baseline_and_each_stage_hands_on_its_own_best(
+        run_v2, fake_llm):
+    # 10 steps: stage budgets 1, 2, 5, 2. Toy validation accuracy of each config.json, measured beforehand:
+    # (lr, epochs) (0.5, 10) .79, (0.1, 10) .77, (0.4, 10) .78, (0.05, 5) .76, (0.2, 5) .77, (0.3, 5) .76,
+    # (0.05, 20) .77, (0.5, 30) .80, (0.1, 20) .76
+    model = ScriptedResearcher([
+        "lr=0.5,epochs=10",                                             # 1 stage 1: draft -> .79
+        "lr=0.1", "lr=0.4",                                             # 2, 3 stage 2: improve 1 -> .77, .78
+        "lr=0.05", "lr=0.2", "lr=0.4,epochs=10", "lr=0.3",              # 4-7 stage 3: drafts -> .76 .77 .78 .76
+        "lr=0.05,epochs=20",                                            # 8 improve 6 -> .77
+        "lr=0.5,epochs=30", "lr=0.1,epochs=20",                         # 9, 10 stage 4: improve 6 -> .80, .76
+    ])
+    fake_llm.responder = model
+    run = run_v2(steps=10)
+    steps = run.steps
+    assert run.record.status == "finished" and not model.outcomes
+    assert [s.metric for s in steps] == [0.79, 0.77, 0.78, 0.76, 0.77, 0.78, 0.76, 0.77, 0.80, 0.76]
+    assert [s.extra["stage"]["number"] for s in steps] == [1, 2, 2, 3, 3, 3, 3, 3, 4, 4]
+    # stage 2 improves stage 1's best (step 1) at each step
+    assert [(s.action, s.parent) for s in steps[1:3]] == [("improve", 1)] * 2
+    # stage 3 opens with one draft from the baseline; its tree has no good node yet, so the other three
+    # slots of the batch draft as well (the port's _select_batch): none starts from step 1 (.79) or 3
+    assert [(s.action, s.parent) for s in steps[3:7]] == [("draft", None)] * 4
+    assert steps[3].extra["batch"]["selected"] == [["draft", None]] * 4
+    for prompt in model.prompts("draft")[1:]:
+        assert json.loads(shown_file(prompt, "config.json")) == {"lr": 0.01, "epochs": 5}
+    assert steps[3].extra["handover"]["start_from"].startswith("drafts from the baseline")
+    # after 4 steps a sub-stage starts; the batch of 1 improves the best good node of stage 3's own tree
+    assert steps[7].extra["substage"]["number"] == 2 and (steps[7].action, steps[7].parent) == ("improve", 6)
+    # stage 3's best (step 6, .78) is what stage 4 improves, though step 1 (.79) was better: the carried
+    # "best" is the best of the stage's own nodes
+    assert [(s.action, s.parent) for s in steps[8:]] == [("improve", 6)] * 2
+    assert steps[8].extra["handover"]["start_from"].startswith("step 6 (accuracy 0.78)")
+    # the final test runs the best validation code of the whole run
+    assert run.record.best_step == 9 and run.record.test_metric is not None
+
+    # the memory, as the port's: a node's "design" is the first 300 characters of its instruction
+    # (boilerplate), never the model's plan; stage 2's memory holds stage 2's nodes only
+    instructions = [instruction_of(p) for p in model.prompts("draft") + model.prompts("improve")]
+    improve_2 = instruction_of(model.prompts("improve")[0])
+    memories = model.prompts("memory")
+    assert len(memories) == 6  # before steps 3, 5, 6, 7, 8 and 10: each when the stage's tree has grown
+    assert memories[0].count("### Experiment") == 1 and "### Experiment 1\nDesign: " + improve_2[:300] + \
+        "\nResults: Analysis: it ran.\naccuracy: 0.77" in memories[0]
+    assert all("Plan: lr=" not in m for m in memories)
+    assert all(i.startswith("## Introduction\n") for i in instructions)
+    # stage 4's first memory (before step 10) holds step 9 alone
+    assert memories[-1].count("### Experiment") == 1 and "accuracy: 0.8\n" in memories[-1] + "\n"
+    # the analysis sees the same plan: the instruction's first 500 characters
+    analysis_2 = model.prompts("analysis")[1]
+    assert "## Plan\n" + improve_2[:500] + "\n\n## Execution result" in analysis_2
+    # the memory reaches the prompts that follow
+    assert "## Memory\nMemory: keep lr moderate." in model.prompts("improve")[1]
+    # the draft's sketch guideline, as the port's, ends with the synthetic-data line
+    assert "- Make sure to create synthetic data if needed." in model.prompts("draft")[0]
+
+
 def test_debug_takes_a_buggy_leaf_with_its_error_tail(run_v2, fake_llm):
     model = ToyResearcher(drafts=("bug",))
     fake_llm.responder = model
@@ -165,8 +247,12 @@ def test_budget_ends_mid_batch_and_zero_budget_stages_are_skipped(run_v2, fake_l
     assert steps[0].extra["handover"]["reason"] == "stage(s) 'initial_implementation' had a 0-step budget"
     assert steps[0].extra["handover"]["start_from"] == "the baseline (no working node yet)"
     assert steps[0].action == "draft"  # no working node yet: stage 2 drafts from the baseline
-    # stage 3's batch is cut to its 3 remaining steps; no coding call is made that no step pays for
-    assert steps[1].extra["batch"]["selected"] == [["improve", 1]] * 3
+    # stage 3's batch is cut to its 3 steps: as in the port, it drafts (one draft asked for; then, with no
+    # good node in its own tree yet, every other slot drafts too)
+    assert steps[1].extra["batch"]["selected"] == [["draft", None]] * 3
+    # stage 4 improves stage 3's best at every step
+    stage3_best = max((s for s in steps[1:4] if s.success), key=lambda s: s.metric).step
+    assert [(s.action, s.parent) for s in steps[4:]] == [("improve", stage3_best)] * 3
     coding = [r for r in fake_llm.completions if kind_of(r) in ("draft", "improve", "debug")]
     assert len(coding) == 7
 

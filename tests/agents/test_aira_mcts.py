@@ -79,11 +79,23 @@ def test_uct_selection_and_backup_with_hand_computed_values(run_agent, fake_llm)
     assert error.startswith("Traceback") and error.rstrip().endswith("RuntimeError: injected bug in fit")
     assert debug_prompt.count(error) == 2
     assert f"## Analysis of the buggy attempt\nThe run failed; fix the bug.\n\n## Error output\n{error}" in debug_prompt
-    improve_prompt = [p for k, p in coder.prompts if k == "edit"][2]
-    assert "## Previous attempts summary\n- [Node 2] Action=draft" in improve_prompt
+    # the memory, as the port's: nodes numbered in creation order (the root 1, so step n is node n + 1),
+    # each with the port's label as its plan ("Draft #n", "Improve from node n", "Debug fix for node n"),
+    # never what the model wrote ("Plan: ..."); best first
+    edits = [p for k, p in coder.prompts if k == "edit"]
+    assert ("## Previous attempts summary\n"
+            "- [Node 3] Action=draft, Plan: Draft #2, Analysis: The run worked; go on., accuracy=0.8\n"
+            "- [Node 2] Action=draft, Plan: Draft #1, Analysis: The run worked; go on., accuracy=0.79\n\n") in edits[2]
+    assert "Parent node 3: Metric: accuracy = 0.8 (higher is better), action=draft" in edits[2]
+    assert ("- [Node 6] Action=debug, Plan: Debug fix for node 5, Analysis: The run worked; go on., "
+            "accuracy=0.83\n- [Node 4] Action=improve, Plan: Improve from node 3, ") in edits[5]
+    # the analysis sees the label too; the record keeps what the model wrote
+    analyses = [p for k, p in coder.prompts if k == "analysis"]
+    assert "Action: debug\nPlan: Debug fix for node 5\n" in analyses[4]
+    assert steps[4].plan == "fix,epochs=160."
     assert run.record.agent_options == {"uct_c": 1.41, "num_children": 2, "max_debug_depth": 3,
                                         "edit_temperature": None, "analysis_temperature": 0.75,
-                                        "max_output_tokens": 16384, "editor": "port"}
+                                        "max_output_tokens": 16384, "editor": "port", "node_plan": "port"}
 
 
 @pytest.mark.parametrize("steps", [1, 3])

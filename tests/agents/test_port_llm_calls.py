@@ -28,7 +28,7 @@ EDIT = None
 PORT = 0.75
 TEMPERATURES = [
     ("aide", lambda: ToyCoder(drafts=("bug", "ok")), {"num_drafts": 1, "debug_prob": 1.0},
-     {"draft": EDIT, "debug": EDIT, "improve": EDIT, "review": PORT}),
+     {"draft": EDIT, "debug": EDIT, "improve": EDIT, "analysis": PORT}),
     ("aira-mcts", lambda: ScriptedCoder(edits=["bug"]), {},
      {"draft": EDIT, "debug": EDIT, "improve": EDIT, "analysis": PORT}),
     ("autoresearch", lambda: ScriptedCoder(ideas=["bug"]), {},
@@ -88,7 +88,7 @@ OUTAGES = [
      lambda steps: steps[0].analysis.startswith("Analysis failed: openai: HTTP 500")),
     ("aide", ToyCoder, {"num_drafts": 2}, lambda m: lambda seen: aide_kind(seen) == "draft" and m.asked["draft"] == 1,
      lambda steps: not steps[1].edit_applied and steps[1].edit_error.startswith("LLM call failed")
-     and steps[1].extra["reply_attempts"] == 1),
+     and steps[1].success and not steps[1].extra["aide_buggy"]),
 ]
 
 

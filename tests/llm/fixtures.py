@@ -86,7 +86,7 @@ def run_agent(tmp_path, fake_llm, api_keys):
     """Run a built-in agent in-process on a task (the toy task by default) against the loopback server."""
 
     def run(name: str, steps: int = 4, options: dict | None = None, seed: int = 0, task: Path = TOY,
-            **llm) -> AgentRun:
+            in_process: bool = False, **llm) -> AgentRun:
         cls = load_agent_class(name)
         settings = llm_settings(fake_llm, **llm)
         run_settings = RunSettings(
@@ -96,6 +96,8 @@ def run_agent(tmp_path, fake_llm, api_keys):
             llm_factory=make_llm_factory(settings) if cls.uses_llm else None,
             # agent behaviour, not isolation, is under test here (isolation has its own tests)
             sandboxed=False,
+            # in the harness's process a test can reach into the agent (e.g. make it fail at a chosen point)
+            agent_mode="in process" if in_process else "process",
         )
         return AgentRun(execute(load_task(task / "task.yaml"), seed, run_settings))
 

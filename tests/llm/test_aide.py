@@ -1,4 +1,6 @@
-"""AIDE on the toy task, driven by scripted replies from the loopback server through the real openai SDK."""
+"""AIDE's upstream variant (aideml's prompts, re-asks and review: ``variant=upstream``) on the toy task,
+driven by scripted replies from the loopback server through the real openai SDK. The default variant, the
+FML-bench port's, is tested in tests/agents/test_aide_port.py."""
 
 import json
 import random
@@ -22,6 +24,10 @@ def debug_depth(node, by_step) -> int:
         depth += 1
         node = by_step[node.parent]
     return depth
+
+
+def upstream(**options) -> dict:
+    return {"variant": "upstream", **options}
 
 
 def expected_choices(steps, options, seed=0):
@@ -56,7 +62,7 @@ def test_policy_drafts_then_debugs_or_improves_as_upstream(run_aide, fake_llm):
     # the first review calls draft 1 buggy although it ran: AIDE must neither build on it nor remember it
     coder = ToyCoder(drafts=("ok", "ok", "bug"), debugs=("bug", "fix"), review_bugs={1})
     fake_llm.responder = coder
-    options = {"num_drafts": 3, "debug_prob": 0.5, "max_debug_depth": 1}
+    options = upstream(num_drafts=3, debug_prob=0.5, max_debug_depth=1)
     run = run_aide(steps=8, options=options)
     steps = run.steps
     assert run.record.status == "finished" and len(steps) == 8
@@ -71,6 +77,8 @@ def test_policy_drafts_then_debugs_or_improves_as_upstream(run_aide, fake_llm):
     # one coding call and one review per step, the reviews costing no step
     assert coder.asked["review"] == 8 and sum(coder.asked[k] for k in ("draft", "debug", "improve")) == 8
     assert all(s.analysis for s in steps) and all("review_is_bug" in s.extra for s in steps)
+    # aideml's temperature, 0.5, for the coding calls and the reviews alike
+    assert [seen.body.get("temperature") for seen in fake_llm.completions] == [0.5] * 16
     # usage reached the record: every step paid for its call, the last review joined the run total
     assert all(s.usage.calls >= 1 for s in steps)
     assert run.record.usage.calls == 16 and run.record.usage.cost_usd > 0
@@ -92,7 +100,7 @@ def test_policy_drafts_then_debugs_or_improves_as_upstream(run_aide, fake_llm):
 
 def test_debugs_only_buggy_leaves_within_the_depth_limit_then_drafts_anew(run_aide, fake_llm):
     fake_llm.responder = ToyCoder(drafts=("bug",), debugs=("bug",))
-    run = run_aide(steps=5, options={"num_drafts": 1, "debug_prob": 1.0, "max_debug_depth": 1})
+    run = run_aide(steps=5, options=upstream(num_drafts=1, debug_prob=1.0, max_debug_depth=1))
     # depths 0 and 1 may be debugged; the depth-2 leaf may not, and with no good node AIDE drafts again
     assert [(s.action, s.parent) for s in run.steps] == [
         ("draft", None), ("debug", 1), ("debug", 2), ("draft", None), ("debug", 4)]
@@ -109,7 +117,7 @@ def test_a_reply_without_usable_code_is_a_failed_step_not_a_crash(run_aide, fake
     fake_llm.script(Say("I would try a larger learning rate."), Say("Still no code, sorry."), Say("Nothing."),
                     Say("Plan: a typo.\n```python algorithm.py\ndef fit(X, y, config:\n    pass\n```"))
     fake_llm.responder = coder
-    run = run_aide(steps=3, options={"num_drafts": 2, "debug_prob": 1.0, "reply_attempts": 3})
+    run = run_aide(steps=3, options=upstream(num_drafts=2, debug_prob=1.0, reply_attempts=3))
     first, second, third = run.steps
     assert run.record.status == "finished"
     assert not first.edit_applied and first.extra["reply_attempts"] == 3
@@ -130,7 +138,7 @@ def test_resume_replays_recorded_llm_replies_without_asking_again(run_aide, fake
     # the run is killed after two steps, before its third coding call
     kill_at_call(monkeypatch, lambda seen: outage["on"] and coder.asked["review"] >= 2 and kind_of(seen) != "review")
     fake_llm.responder = coder
-    options = {"num_drafts": 2, "debug_prob": 1.0}
+    options = upstream(num_drafts=2, debug_prob=1.0)
     with pytest.raises(RunError):
         run_aide(steps=3, options=options)
     (steps_file,) = tmp_path.glob("out/runs/toy_task/*/steps.jsonl")

@@ -22,7 +22,7 @@ def test_unknown_or_missing_local_models_are_one_line(tmp_path):
 def test_embedded_model_runs_aide_offline(run_aide, fake_llm):
     assert preflight(LLMSettings(provider="local")).model == "smollm2-135m-instruct"
     assert locate("smollm2-135m-instruct").name == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    run = run_aide(steps=1, options={"num_drafts": 1, "max_output_tokens": 40, "reply_attempts": 1},
+    run = run_aide(steps=1, options={"num_drafts": 1, "max_output_tokens": 40},
                    provider="local", model="smollm2-135m-instruct", base_url=None)
     record = run.record
     assert (record.provider, record.model, record.status, record.steps_used) == \

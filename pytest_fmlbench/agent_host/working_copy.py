@@ -1,0 +1,78 @@
+"""An agent's working copy of the workspace, for a coding tool that edits files and runs a shell.
+
+It is made from the run's search workspace (prepared, holding the files the run continues from) in a
+temporary folder of its own: never inside the run directory or the task folder, which the agent's
+sandbox hides. Inside the sandbox it sits at ``/workspace``: writable, with the task's protected files
+and folders bound read-only over it. The harness never reads it back; the agent sends the editable files
+through the protocol like any agent, so whatever else the tool changes there is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..isolation import Bind, SandboxUnavailable
+from ..workspace import protected_paths
+
+WORKDIR_INSIDE = "/workspace"
+
+
+class WorkingCopy:
+    def __init__(self, root: Path, protected: list[Path]):
+        self.root = root
+        self.path = root / "workspace"
+        self.protected = protected
+
+    @classmethod
+    def create(cls, source: Path, protected_globs: list[str], hidden: list[Path]) -> WorkingCopy:
+        """A copy of ``source``; raises SandboxUnavailable where the temporary folder lies inside a hidden path."""
+        root = Path(tempfile.mkdtemp(prefix="fmlbench-workdir-"))
+        inside = [h for h in hidden if _under(root, h)]
+        if inside:
+            remove_tree(root)
+            raise SandboxUnavailable(f"the agent's working copy would be made in {root}, inside {inside[0]}, which "
+                                     "its sandbox must hide; point TMPDIR elsewhere")
+        try:
+            shutil.copytree(source, root / "workspace", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+            protected = protected_paths(root / "workspace", list(protected_globs))
+        except BaseException:
+            remove_tree(root)
+            raise
+        return cls(root, protected)
+
+    def binds(self) -> list[Bind]:
+        """The copy at ``/workspace``, writable, then each protected path read-only over it."""
+        binds = [Bind(self.path, WORKDIR_INSIDE, writable=True)]
+        for path in self.protected:
+            binds.append(Bind(path, f"{WORKDIR_INSIDE}/{path.relative_to(self.path).as_posix()}"))
+        return binds
+
+    def close(self) -> None:
+        remove_tree(self.root)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a folder a tool may have left unwritable (a chmod 000 folder, read-only files); links are
+    removed, never followed."""
+
+    def unlock(func, path, _exc) -> None:
+        for target in (os.path.dirname(path), path):
+            try:
+                if not os.path.islink(target):
+                    os.chmod(target, 0o700)
+            except OSError:
+                pass
+        try:
+            func(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=unlock)
+
+
+def _under(path: Path, folder: Path) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")

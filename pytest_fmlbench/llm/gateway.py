@@ -1,0 +1,784 @@
+"""The LLM gateway: the one way a coding tool's model calls leave its sandbox.
+
+A coding tool (Claude Code, Codex, mini-swe-agent) runs in the agent sandbox with no network and no key.
+Its SDK talks plain HTTP to ``agentkit.forwarder`` on 127.0.0.1 inside, which relays each connection to a
+UNIX socket bound into the sandbox; this gateway serves that socket from threads of the harness::
+
+    gateway = Gateway(client, Path(private_dir) / "llm.sock")   # client: the run's LLMClient
+    gateway.start()        # the socket accepts from here on
+    ...                    # bind the socket into the sandbox; the tool runs
+    gateway.close()        # idempotent; removes the socket
+
+It serves model calls only: ``POST /v1/messages`` for an Anthropic provider, ``POST /v1/chat/completions``
+and ``POST /v1/responses`` for OpenAI-protocol providers (openai, google, openrouter, openai-compatible).
+Anything else is answered 404 in the provider's error shape and never forwarded. For each call it checks
+the run's budgets (403 with the reason once one is spent: SDKs do not retry a 403), serves the run's
+model whatever model the tool asked for, drops any credential the tool sent and adds the real key,
+passes the reply through as it arrives (SSE chunk by chunk), reads the usage from the reply, prices it,
+charges it to the run's ``LLMClient`` (the one meter of the run: budgets and step records), and logs the
+call in the run's ``llm_calls.jsonl`` without any header or key. Gateway calls are never replayed: a
+resumed coding tool starts a new session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socketserver
+import stat
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+try:
+    import httpx2 as httpx  # what this environment's openai/anthropic SDKs are built on
+except ImportError:  # pragma: no cover - the same client under its usual name
+    import httpx
+
+from ..record import Usage
+from ..session import RunStopped
+from .client import LLMClient
+from .errors import LLMSetupError
+from .providers import Endpoint
+from .redact import guard_loggers, redact, register_secret
+
+log = logging.getLogger("fmlbench.llm.gateway")
+
+# where the SDKs send calls when no base URL is configured
+_PUBLIC_BASE = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+_BASE_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+# the served paths and which wire API each one speaks
+ROUTES = {
+    "anthropic": {"/v1/messages": "anthropic"},
+    "openai": {"/v1/chat/completions": "chat", "/v1/responses": "responses"},
+}
+
+MAX_BODY = 32 * 2**20  # bytes of one request; a coding tool's longest conversations stay far below
+REQUEST_CAP = 64_000  # characters of a request kept in its record
+TEXT_CAP = 32_000  # characters of a reply's text (and of its tool calls) kept in its record
+
+# headers that only concern one hop, or that the gateway sets itself
+_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
+                  "host", "content-length", "accept-encoding", "expect"})
+# whatever a tool sends that could carry a credential, in any provider's spelling: never forwarded
+_CREDENTIAL = re.compile(r"key|auth|token|secret|cookie|password|credential", re.IGNORECASE)
+# the account the real key belongs to decides these, not the tool
+_ACCOUNT = frozenset({"openai-organization", "openai-project", "chatgpt-account-id"})
+_REPLY_DROP = _HOP | {"content-encoding", "set-cookie", "server", "date"}
+
+
+def upstream_base(endpoint: Endpoint, env: Mapping[str, str] | None = None) -> str:
+    """Where the gateway forwards calls: the endpoint's base URL, else where the provider's SDK would go."""
+    env = os.environ if env is None else env
+    protocol = endpoint.provider.protocol
+    base = endpoint.base_url or env.get(_BASE_ENV[protocol], "").strip() or _PUBLIC_BASE[protocol]
+    base = base.rstrip("/")
+    if protocol == "anthropic":
+        # served paths start with /v1; accept the OpenAI-style .../v1 base users give elsewhere
+        base = re.sub(r"/v1$", "", base)
+    return base
+
+
+def key_headers(endpoint: Endpoint) -> dict[str, str]:
+    """The real key as the provider's SDK sends it (the run's own calls go that way, so these work too)."""
+    if not endpoint.api_key:
+        return {}
+    try:
+        if endpoint.provider.protocol == "anthropic":
+            import anthropic
+
+            with anthropic.Anthropic(api_key=endpoint.api_key) as sdk:
+                sent = sdk.auth_headers
+        else:
+            import openai
+
+            with openai.OpenAI(api_key=endpoint.api_key) as sdk:
+                sent = sdk.auth_headers
+        headers = {k.lower(): v for k, v in sent.items()}
+        if headers:
+            return headers
+    except (ImportError, AttributeError):
+        pass  # an SDK without auth_headers: the APIs' documented headers
+    if endpoint.provider.protocol == "anthropic":
+        return {"x-api-key": endpoint.api_key}
+    return {"authorization": f"Bearer {endpoint.api_key}"}
+
+
+class Gateway:
+    """HTTP/1.1 on a UNIX socket, served from threads of the harness. Adds the real key, prices, budgets and
+    records every model call; refuses anything that is not one."""
+
+    def __init__(self, client: LLMClient, socket_path: Path, *, env: Mapping[str, str] | None = None):
+        protocol = client.endpoint.provider.protocol
+        if protocol == "local":
+            raise LLMSetupError("--provider=local has no LLM gateway: a coding tool needs a hosted provider, "
+                                "or --provider=openai-compatible --base-url=URL for a server of your own")
+        self.client = client
+        self.socket_path = Path(socket_path)
+        self.protocol: str = protocol
+        self.routes = ROUTES[protocol]
+        self.upstream = upstream_base(client.endpoint, env)
+        self._key_headers = key_headers(client.endpoint)
+        # (method, path) of each request refused as not a model call, for diagnostics
+        self.refused: list[tuple[str, str]] = []
+        register_secret(client.endpoint.api_key)
+        guard_loggers()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._http: httpx.Client | None = None
+        self._closed = False
+        self._state = threading.Condition()
+        self._active = 0  # requests being served
+        self._upstream_open: set[Any] = set()  # upstream replies being read, closed by close()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Bind the socket; returns once it accepts connections."""
+        if self._server is not None or self._closed:
+            raise RuntimeError("a Gateway starts once")
+        path = self.socket_path
+        size = len(os.fsencode(path))
+        if size > 107:
+            raise LLMSetupError(f"LLM gateway socket path is {size} bytes, more than a UNIX socket allows (107): "
+                                f"{path}")
+        if path.is_symlink() or path.exists():
+            if not stat.S_ISSOCK(path.lstat().st_mode):
+                raise LLMSetupError(f"LLM gateway socket path {path} exists and is not a socket")
+            path.unlink()  # left by a run that was killed
+        settings = self.client.settings
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(settings.timeout_s, connect=min(30.0, settings.timeout_s)),
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
+            follow_redirects=False,
+        )
+        try:
+            self._server = _Server(str(path), _Handler)
+        except OSError as exc:
+            self._http.close()
+            raise LLMSetupError(f"LLM gateway cannot listen on {path}: {exc.strerror or exc}") from None
+        self._server.gateway = self
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fmlbench-llm-gateway", daemon=True)
+        self._thread.start()
+        log.debug("LLM gateway for %s (%s) on %s -> %s", self.client.provider, self.protocol, path, self.upstream)
+
+    def close(self) -> None:
+        """Stop serving and remove the socket; calls in flight end (their tool is gone by now). Idempotent."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        with self._state:
+            for reply in list(self._upstream_open):
+                try:
+                    reply.close()
+                except Exception:  # noqa: BLE001 - a reply torn mid-read: closing is all that is left
+                    pass
+            # their usage and records land before the run's total is settled
+            self._state.wait_for(lambda: self._active == 0, timeout=10.0)
+        if self._http is not None:
+            self._http.close()
+        try:
+            if stat.S_ISSOCK(self.socket_path.lstat().st_mode):
+                self.socket_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> Gateway:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one call ------------------------------------------------------------------------------
+    def _serve(self, handler: _Handler) -> None:
+        method = handler.command
+        target = urlsplit(handler.path)
+        api = self.routes.get(target.path) if method == "POST" else None
+        if api is None:
+            self.refused.append((method, target.path))
+            log.debug("LLM gateway refused %s %s", method, target.path)
+            handler.drain_body()
+            served = " and ".join(f"POST {p}" for p in self.routes)
+            return handler.send_json(404, error_body(
+                self.protocol, "not_found",
+                f"fmlbench LLM gateway: {method} {target.path} is not a model call; it serves {served} only"))
+        try:
+            raw = handler.read_body()
+        except _BadBody as exc:
+            return handler.send_json(exc.status, error_body(self.protocol, "invalid_request", str(exc)))
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict):
+            return handler.send_json(400, error_body(self.protocol, "invalid_request",
+                                                     "fmlbench LLM gateway: the request body is not a JSON object"))
+        try:
+            self.client.check_budget()
+        except RunStopped as exc:
+            log.info("LLM gateway refused a call: %s", exc)
+            return handler.send_json(403, error_body(self.protocol, "budget",
+                                                     f"fmlbench: the run's LLM budget is spent: {exc}"))
+
+        requested = body.get("model")
+        changed = False
+        if requested != self.client.model:
+            body["model"] = self.client.model  # the run's model, whatever the tool asks for
+            changed = True
+        if api == "chat" and body.get("stream") and not (body.get("stream_options") or {}).get("include_usage"):
+            # without it a streamed chat reply carries no usage, and the call could not be priced
+            body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+            changed = True
+        call = _Call(self, api, target.path, raw, body, None if requested == self.client.model else requested)
+        try:
+            self._forward(handler, target, json.dumps(body, ensure_ascii=False).encode() if changed else raw, call)
+        finally:
+            call.settle()
+
+    def _forward(self, handler: _Handler, target, body: bytes, call: _Call) -> None:
+        url = self.upstream + (target.path if self.protocol == "anthropic" else target.path[len("/v1"):])
+        if target.query:
+            url += "?" + target.query
+        request = self._http.build_request("POST", url, headers=self._headers(handler), content=body)
+        try:
+            reply = self._http.send(request, stream=True)
+        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+            call.error = f"fmlbench LLM gateway: cannot reach {self.client.endpoint.where}: {_one_line(exc)}"
+            call.settle()
+            handler.send_json(502, error_body(self.protocol, "upstream", call.error))
+            return
+        with self._state:
+            self._upstream_open.add(reply)
+        try:
+            call.status = reply.status_code
+            headers = [(k, v) for k, v in reply.headers.multi_items() if k.lower() not in _REPLY_DROP]
+            if reply.headers.get("content-type", "").startswith("text/event-stream"):
+                call.outcome = handler.send_stream(reply.status_code, headers, self._relay(reply, call))
+                return
+            try:
+                data = reply.read()
+            except httpx.HTTPError as exc:
+                call.status = 502
+                call.error = (f"fmlbench LLM gateway: the reply from {self.client.endpoint.where} broke off: "
+                              f"{_one_line(exc)}")
+                call.settle()
+                handler.send_json(502, error_body(self.protocol, "upstream", call.error))
+                return
+            call.reader.feed_body(data)
+            call.settle()  # before the tool has its reply, so its next step sees this call's usage
+            handler.send_bytes(reply.status_code, headers, data)
+        finally:
+            with self._state:
+                self._upstream_open.discard(reply)
+            reply.close()
+
+    def _relay(self, reply, call: _Call) -> Iterator[bytes]:
+        """The stream's events as they complete; the closing ones only once the call is settled."""
+        try:
+            for chunk in reply.iter_bytes():
+                ready = call.reader.feed_stream(chunk)
+                if ready:
+                    yield ready
+        except Exception:
+            call.outcome = "upstream cut"
+            raise
+        call.settle()
+        yield call.reader.rest()
+
+    def _headers(self, handler: _Handler) -> dict[str, str]:
+        headers = {}
+        for name, value in handler.headers.items():
+            low = name.lower()
+            if low in _HOP or low in _ACCOUNT or _CREDENTIAL.search(low):
+                continue
+            headers[low] = value
+        headers.update(self._key_headers)
+        # decoded replies could not be read for usage as they pass
+        headers["accept-encoding"] = "identity"
+        return headers
+
+    def _enter(self) -> bool:
+        with self._state:
+            if self._closed:
+                return False
+            self._active += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._state:
+            self._active -= 1
+            self._state.notify_all()
+
+
+class _Call:
+    """One forwarded model call: what it cost and what is recorded of it, settled once."""
+
+    def __init__(self, gateway: Gateway, api: str, path: str, raw: bytes, body: dict[str, Any], requested: Any):
+        self.gateway = gateway
+        self.path = path
+        self.raw = raw
+        self.body = body
+        self.requested = requested
+        self.reader = _Reader(api)
+        self.started = time.monotonic()
+        self.status = 502
+        self.error: str | None = None
+        self.outcome = "ok"
+        self._settled = False
+
+    def settle(self) -> None:
+        """Charge the call to the run and record it (once). A reply cut short still cost what its usage
+        says; a call answered with an error cost nothing."""
+        if self._settled:
+            return
+        self._settled = True
+        latency = time.monotonic() - self.started
+        client = self.gateway.client
+        got = self.reader.result()
+        if 200 <= self.status < 300 or got.usage_known:
+            usage = client.prices.usage(client.provider, client.model, input_tokens=got.input_tokens,
+                                        output_tokens=got.output_tokens, cached_tokens=got.cached_tokens,
+                                        tokens_known=got.usage_known)
+            client.account(usage)
+        else:
+            usage = Usage()
+        error = self.error
+        if error is None and self.status >= 400:
+            error = self.reader.error_message()
+        if error is None and self.outcome != "ok":
+            error = {"client gone": "the tool closed the connection before the reply ended",
+                     "upstream cut": "the provider's reply broke off"}.get(self.outcome, self.outcome)
+        log.debug("LLM gateway %s %s: %d in (%d cached) / %d out tokens, %.3fs", self.path, self.status,
+                  usage.input_tokens, usage.cached_tokens, usage.output_tokens, latency)
+        if client.ledger is None:
+            return
+        client.ledger.append_gateway(
+            body=self.raw, provider=client.provider, model=client.model, path=self.path, status=self.status,
+            latency_s=latency, usage=usage, finish_reason=got.finish_reason,
+            request=_capped_json(self.body, REQUEST_CAP), text=_capped_text(redact("".join(got.text)), TEXT_CAP),
+            tool_calls=_capped_calls(got.tool_calls), error=None if error is None else redact(error)[:500],
+            requested_model=None if self.requested is None else str(self.requested)[:200],
+        )
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    block_on_close = False  # close() waits for calls itself, with a bound
+    request_queue_size = 64
+    gateway: Gateway
+
+
+class _BadBody(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    timeout = 900  # an idle kept-alive connection is let go eventually
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass  # each call is logged once, by the gateway
+
+    def address_string(self) -> str:
+        return "llm.sock"  # a UNIX socket's peer has no address
+
+    def _dispatch(self) -> None:
+        gateway = self.server.gateway
+        if not gateway._enter():
+            self.close_connection = True
+            return self.send_json(503, error_body(gateway.protocol, "upstream", "fmlbench LLM gateway: closing"))
+        try:
+            gateway._serve(self)
+        except Exception as exc:  # noqa: BLE001 - one call's failure must not end the gateway or leak a trace
+            log.warning("LLM gateway: %s %s failed: %s: %s", self.command, urlsplit(self.path).path,
+                        type(exc).__name__, _one_line(exc))
+            self.close_connection = True
+        finally:
+            gateway._leave()
+
+    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
+
+    # -- reading -------------------------------------------------------------------------------
+    def read_body(self) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            return self._read_chunked()
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            self.close_connection = True
+            raise _BadBody(400, "fmlbench LLM gateway: bad content-length") from None
+        if length > MAX_BODY:
+            self.close_connection = True
+            raise _BadBody(413, f"fmlbench LLM gateway: a request of {length} bytes is over the limit ({MAX_BODY})")
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _read_chunked(self) -> bytes:
+        parts, total = [], 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+            except ValueError:
+                self.close_connection = True
+                raise _BadBody(400, "fmlbench LLM gateway: bad chunked request body") from None
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            total += size
+            if total > MAX_BODY:
+                self.close_connection = True
+                raise _BadBody(413, f"fmlbench LLM gateway: a request over {MAX_BODY} bytes is over the limit")
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(1024)
+
+    def drain_body(self) -> None:
+        """Read a refused request's body, so the connection can carry the next request."""
+        try:
+            self.read_body()
+        except _BadBody:
+            pass
+
+    # -- answering -----------------------------------------------------------------------------
+    def send_json(self, status: int, payload: dict[str, Any]) -> None:
+        self.send_bytes(status, [("content-type", "application/json")], json.dumps(payload).encode())
+
+    def send_bytes(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+        try:
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        except OSError:
+            self.close_connection = True  # the tool went away: nothing to answer
+
+    def send_stream(self, status: int, headers: list[tuple[str, str]], chunks: Iterator[bytes]) -> str:
+        """Pass a stream through, each chunk as it arrives; says how it ended."""
+        try:
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+        except OSError:
+            self.close_connection = True
+            return "client gone"
+        try:
+            for chunk in chunks:
+                if chunk:
+                    self.wfile.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        except OSError as exc:
+            self.close_connection = True
+            if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+                return "client gone"
+            return "upstream cut"
+        except Exception:  # noqa: BLE001 - httpx errors, or a reply closed under us by close()
+            # no closing chunk: the tool sees a broken reply, not a short one
+            self.close_connection = True
+            return "upstream cut"
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
+            return "client gone"
+        return "ok"
+
+
+def error_body(protocol: str, kind: str, message: str) -> dict[str, Any]:
+    """An error in the provider's own shape, which the tool's SDK turns into a readable message."""
+    if protocol == "anthropic":
+        kinds = {"not_found": "not_found_error", "invalid_request": "invalid_request_error",
+                 "budget": "permission_error", "upstream": "api_error"}
+        return {"type": "error", "error": {"type": kinds[kind], "message": message}}
+    kinds = {"not_found": ("invalid_request_error", "not_found"), "invalid_request": ("invalid_request_error", None),
+             "budget": ("permission_error", "budget_exceeded"), "upstream": ("server_error", None)}
+    kind_type, code = kinds[kind]
+    return {"error": {"message": message, "type": kind_type, "param": None, "code": code}}
+
+
+# -- reading replies ---------------------------------------------------------------------------------
+@dataclass
+class _Got:
+    input_tokens: int = 0  # every prompt token, cached ones included
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    usage_known: bool = False
+    finish_reason: str | None = None
+    text: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments"}
+
+
+class _Reader:
+    """Usage, text and tool calls of one reply, from its JSON or from its SSE events as they pass."""
+
+    def __init__(self, api: str):
+        self.api = api
+        self._pending = b""
+        self._body: Any = None
+        self._usage: dict[str, int] = {}
+        self._finish: str | None = None
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}  # by content block / tool call index
+        self._response: dict[str, Any] | None = None  # Responses: the final response object
+        self._items: list[dict[str, Any]] = []  # Responses: output items as they end
+        self._error: str | None = None
+        self._held: list[bytes] = []  # the stream's closing events, passed on once the call is settled
+
+    # -- feeding -------------------------------------------------------------------------------
+    def feed_body(self, data: bytes) -> None:
+        try:
+            self._body = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self._error = data[:300].decode("utf-8", "replace")
+            return
+        if not isinstance(self._body, dict):
+            return
+        if self._body.get("error"):
+            self._error = _error_text(self._body)
+            if self.api != "responses":  # a failed response object still carries its usage
+                return
+        if self.api == "anthropic":
+            self._anthropic_message(self._body)
+        elif self.api == "chat":
+            self._chat_chunk(self._body, whole=True)
+        else:
+            self._response = self._body
+
+    def feed_stream(self, chunk: bytes) -> bytes:
+        """Read the events ``chunk`` completes; returns the bytes to pass on now."""
+        self._pending += chunk
+        ready = []
+        while True:
+            cut = _event_end(self._pending)
+            if cut is None:
+                return b"".join(ready)
+            start, end = cut
+            event, whole, self._pending = self._pending[:start], self._pending[:end], self._pending[end:]
+            if self._event(event):
+                self._held.append(whole)
+            elif not self._held:
+                ready.append(whole)
+            else:
+                self._held.append(whole)  # nothing overtakes a held event
+
+    def rest(self) -> bytes:
+        """What is left to pass on once the stream has ended: the held events, any unfinished one."""
+        rest = b"".join(self._held) + self._pending
+        self._held, self._pending = [], b""
+        return rest
+
+    def _event(self, raw: bytes) -> bool:
+        """Read one SSE event; True when it closes the stream (the tool's SDK ends its reply there)."""
+        name, data = None, []
+        for line in raw.decode("utf-8", "replace").splitlines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+        text = "\n".join(data)
+        if text.startswith("[DONE]"):
+            return True
+        if not text:
+            return False
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError:
+            return False
+        if not isinstance(payload, dict):
+            return False
+        kind = payload.get("type") or name
+        if kind == "error" or (self.api == "chat" and "error" in payload):
+            self._error = _error_text(payload)
+        elif self.api == "anthropic":
+            self._anthropic_event(kind, payload)
+        elif self.api == "chat":
+            self._chat_chunk(payload, whole=False)
+        else:
+            self._responses_event(kind, payload)
+        return kind in _CLOSING
+
+    # -- Anthropic Messages --------------------------------------------------------------------
+    def _anthropic_message(self, message: dict[str, Any]) -> None:
+        for index, block in enumerate(message.get("content") or []):
+            self._anthropic_block(index, block)
+        self._anthropic_usage(message.get("usage"))
+        self._finish = message.get("stop_reason") or self._finish
+
+    def _anthropic_block(self, index: int, block: Any) -> None:
+        if not isinstance(block, dict):
+            return
+        if block.get("type") == "text":
+            self._text.append(str(block.get("text") or ""))
+        elif block.get("type") in ("tool_use", "server_tool_use"):
+            given = block.get("input")
+            self._calls[index] = {"name": str(block.get("name", "")),
+                                  "arguments": [json.dumps(given, ensure_ascii=False)] if given else []}
+
+    def _anthropic_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            # message_delta repeats the running totals: the latest value of each count holds
+            self._usage.update({k: v for k, v in usage.items() if isinstance(v, int)})
+
+    def _anthropic_event(self, kind: str | None, event: dict[str, Any]) -> None:
+        if kind == "message_start":
+            self._anthropic_usage((event.get("message") or {}).get("usage"))
+        elif kind == "content_block_start":
+            self._anthropic_block(event.get("index", -1), event.get("content_block"))
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                self._text.append(str(delta.get("text") or ""))
+            elif delta.get("type") == "input_json_delta" and event.get("index") in self._calls:
+                self._calls[event["index"]]["arguments"].append(str(delta.get("partial_json") or ""))
+        elif kind == "message_delta":
+            self._finish = (event.get("delta") or {}).get("stop_reason") or self._finish
+            self._anthropic_usage(event.get("usage"))
+
+    # -- OpenAI Chat Completions ---------------------------------------------------------------
+    def _chat_chunk(self, chunk: dict[str, Any], *, whole: bool) -> None:
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            part = (choice.get("message") if whole else choice.get("delta")) or {}
+            if isinstance(part.get("content"), str):
+                self._text.append(part["content"])
+            for n, call in enumerate(part.get("tool_calls") or []):
+                index = call.get("index", n)
+                function = call.get("function") or {}
+                entry = self._calls.setdefault(index, {"name": "", "arguments": []})
+                entry["name"] += str(function.get("name") or "")
+                entry["arguments"].append(str(function.get("arguments") or ""))
+            self._finish = choice.get("finish_reason") or self._finish
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details") or {}
+            self._usage = {"input": usage.get("prompt_tokens") or 0, "output": usage.get("completion_tokens") or 0,
+                           "cached": details.get("cached_tokens") or 0}
+
+    # -- OpenAI Responses ----------------------------------------------------------------------
+    def _responses_event(self, kind: str | None, event: dict[str, Any]) -> None:
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self._response = event.get("response") if isinstance(event.get("response"), dict) else None
+        elif kind == "response.output_item.done" and isinstance(event.get("item"), dict):
+            self._items.append(event["item"])
+        elif kind == "response.output_text.delta" and not self._items:
+            self._text.append(str(event.get("delta") or ""))
+
+    def _responses_result(self, got: _Got) -> None:
+        response = self._response or {}
+        items = response.get("output") or self._items
+        if items:
+            got.text = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "message":
+                got.text += [str(part.get("text") or "") for part in item.get("content") or []
+                             if isinstance(part, dict) and part.get("type") == "output_text"]
+            elif item.get("type") in ("function_call", "custom_tool_call"):
+                got.tool_calls.append({"name": str(item.get("name", "")),
+                                       "arguments": str(item.get("arguments", item.get("input", "")))})
+            elif item.get("type") == "local_shell_call":
+                got.tool_calls.append({"name": "local_shell",
+                                       "arguments": json.dumps(item.get("action"), ensure_ascii=False)})
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            got.usage_known = True
+            got.input_tokens = usage.get("input_tokens") or 0
+            got.output_tokens = usage.get("output_tokens") or 0
+            got.cached_tokens = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+        status = response.get("status")
+        got.finish_reason = (response.get("incomplete_details") or {}).get("reason") or status
+
+    # -- the result ----------------------------------------------------------------------------
+    def result(self) -> _Got:
+        got = _Got(text=list(self._text), finish_reason=self._finish)
+        if self.api == "responses":
+            self._responses_result(got)
+            return got
+        got.tool_calls = [{"name": c["name"], "arguments": "".join(c["arguments"])}
+                          for _, c in sorted(self._calls.items())]
+        u = self._usage
+        if u and self.api == "anthropic":
+            read = u.get("cache_read_input_tokens") or 0
+            # Anthropic counts cache reads and writes apart from input_tokens; ours counts every prompt token
+            got.input_tokens = (u.get("input_tokens") or 0) + read + (u.get("cache_creation_input_tokens") or 0)
+            got.output_tokens, got.cached_tokens, got.usage_known = u.get("output_tokens") or 0, read, True
+        elif u:
+            got.input_tokens, got.output_tokens, got.cached_tokens = u["input"], u["output"], u["cached"]
+            got.usage_known = True
+        return got
+
+    def error_message(self) -> str | None:
+        if self._error is None and isinstance(self._body, dict):
+            return _error_text(self._body)
+        return self._error
+
+
+# the events after which a tool's SDK considers a streamed reply complete
+_CLOSING = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+
+
+def _event_end(buffer: bytes) -> tuple[int, int] | None:
+    """Where the first complete SSE event of ``buffer`` ends: (end of its text, start of what follows)."""
+    found = [(i, i + len(sep)) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r") if (i := buffer.find(sep)) >= 0]
+    return min(found) if found else None
+
+
+def _error_text(payload: dict[str, Any]) -> str:
+    inner = payload.get("error", payload)
+    if isinstance(inner, dict):
+        return _one_line(inner.get("message") or inner)
+    return _one_line(inner)
+
+
+def _one_line(value: Any) -> str:
+    return redact(" ".join(str(value).split()))[:300]
+
+
+# -- what a record keeps -----------------------------------------------------------------------------
+def _capped_json(value: Any, cap: int) -> Any:
+    """The request, without keys, and no longer than ``cap`` characters: over it, its head and its tail
+    (a coding tool resends the whole conversation, so the newest turn is at the end)."""
+    text = redact(json.dumps(value, ensure_ascii=False))
+    if len(text) <= cap:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text  # masking a key cut through a JSON escape
+    head = cap // 4
+    return {"truncated": True, "chars": len(text), "head": text[:head], "tail": text[len(text) - (cap - head):]}
+
+
+def _capped_text(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    head = cap // 4
+    return f"{text[:head]}\n[... {len(text) - cap} characters left out ...]\n{text[len(text) - (cap - head):]}"
+
+
+def _capped_calls(calls: list[dict[str, str]]) -> list[dict[str, str]]:
+    out, room = [], TEXT_CAP
+    for call in calls:
+        arguments = _capped_text(redact(call["arguments"]), max(200, room))
+        room -= len(arguments)
+        out.append({"name": call["name"][:200], "arguments": arguments})
+    return out
