@@ -91,7 +91,7 @@ ERRORS = {
     "non-daemon-thread": ("import threading, time\n"
                           "threading.Thread(target=lambda: (time.sleep(0.5), print('thread done', flush=True))).start()\n"),
     "killed": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
-    # what the command leaves to the interpreter's finalization through objects a library holds
+    # what the command leaves to the interpreter's finalization, in its own namespace or on a library's
     "library-holds-a-file": ("import numpy, sys\n"
                              "numpy._fmlbench_left = open(sys.argv[-1] + '/left-open.txt', 'w')\n"
                              "numpy._fmlbench_left.write('kept')\n"),
@@ -102,6 +102,18 @@ ERRORS = {
                       "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nprint('out')\n"),
     "keyboard-interrupt": "raise KeyboardInterrupt\n",
     "exit-bool": "import sys\nsys.exit(True)\n",
+    # finalizers of what the script itself holds run at exit, with its globals still there
+    "script-holds-a-finalizer": ("import sys\n"
+                                 "class Noisy:\n    def __del__(self):\n        sys.stderr.write(f'finalized {self.name}\\n')\n"
+                                 "b = Noisy(); b.name = 'b'\n_a = Noisy(); _a.name = '_a'\n"),
+    "library-holds-a-generator": ("import json, sys\n"
+                                  "def gen():\n    try:\n        yield 1\n    finally:\n        sys.stderr.write('generator closed\\n')\n"
+                                  "json._fmlbench_gen = gen(); next(json._fmlbench_gen)\n"),
+    "never-awaited": "import json\nasync def work():\n    pass\njson._fmlbench_coroutine = work()\n",
+    "cyclic-garbage-with-finalizer": ("import gc, sys\ngc.disable()\n"
+                                      "class Noisy:\n    def __del__(self):\n        sys.stderr.write(f'finalized {sys.is_finalizing()}\\n')\n"
+                                      "n = Noisy(); n.me = n; del n\n"),
+    "stdout-cannot-flush": "import os, sys\nsys.stdout.write('pending')\nos.close(1)\n",
 }
 
 
@@ -165,9 +177,11 @@ def _host_processes_with(marker: str) -> list[int]:
 
 
 def test_nothing_a_step_does_reaches_the_next(pytester, toy, bench):
-    """Files in /tmp, /dev/shm, /var/tmp and $HOME, patched modules (numpy, this package, json,
-    builtins), sys.path and import hooks, a signal handler, the collector, seeded generators, threads,
-    child processes and environment changes: step 2 finds none of step 1's."""
+    """Files in /tmp, /dev/shm, /var/tmp and $HOME, a System V shared memory segment, patched modules
+    (numpy, this package, json, builtins), sys.path and import hooks, a signal handler, the collector,
+    seeded generators, threads, child processes (one in its own session, one daemonised by a double
+    fork) and environment changes: step 2 finds none of step 1's, and no process of step 1 is alive
+    anywhere on the host once its step ended."""
     marker = f"fmlbench-leak-{uuid.uuid4().hex}"
     result = bench(_steps_agent(pytester, [LEAVE.replace("MARKER", marker), CHECK]), "--steps=2", "toy_task")
     result.assert_outcomes(passed=1)
@@ -178,6 +192,8 @@ def test_nothing_a_step_does_reaches_the_next(pytester, toy, bench):
     found, draws = [json.loads(part) for part in re.findall(r"\{[^{}]*\}", found_line)]
     assert found == {key: ([] if isinstance(value, list) else False) for key, value in found.items()}, found
     left = json.loads(re.search(r"\{[^{}]*\}", first[first.index("LEAK left"):]).group(0))
+    # step 1 did leave them: its two marked processes ran, its segment existed
+    assert left["marked_processes"] == 2 and left["sysv_shm"] == 1, left
     # generators start from fresh entropy in every step, never from what a step seeded
     assert draws["numpy_draw"] != left["numpy_draw_after_seed"]
     assert draws["random_draw"] != left["random_draw_after_seed"]
@@ -212,6 +228,7 @@ def test_a_step_cannot_reach_the_warm_parent(pytester, bench, task_name):
     assert attacked.startswith("[warm]") and after.startswith("[warm]")
     assert "ATTACK done" in attacked, attacked[-3000:]
     assert "ATTACK visible pids [1, 2] ppid 1" in attacked
+    assert "ATTACK guessed pids []" in attacked
     for forbidden in ("ATTACK FOUND", "ATTACK traced", "ATTACK opened", "ATTACK root of"):
         assert forbidden not in attacked, attacked[-3000:]
     record = load_record(pytester.path, task_name)

@@ -86,7 +86,8 @@ probe = {
 sys.stderr.write("PROBE " + json.dumps(probe, sort_keys=True, default=repr) + "\n")
 '''
 
-# Step 1 of the leakage test: everything a step might try to leave for the next one.
+# Step 1 of the leakage test: everything a step might try to leave for the next one (its processes carry
+# MARKER in their command lines, for the test to look for them on the host).
 LEAVE = SAY + r'''
 import gc, json, os, random, signal, subprocess, sys, threading, time
 import numpy
@@ -112,13 +113,35 @@ random.seed(1234)
 threading.Thread(target=lambda: time.sleep(60), name="leaked-daemon", daemon=True).start()
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)  # MARKER"], start_new_session=True,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-# a grandchild that double-forks away from its parent, as daemons do
+# a grandchild that double-forks away from its parent, as daemons do, then becomes a program of its own
 if os.fork() == 0:
     if os.fork() == 0:
         os.setsid()
-        time.sleep(120)
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)  # MARKER-daemon"])
     os._exit(0)
-say("LEAK left", json.dumps({"numpy_draw_after_seed": numpy.random.random_sample(), "random_draw_after_seed": random.random()}))
+# a System V shared memory segment: it outlives its process, until its IPC namespace goes
+import ctypes
+_libc = ctypes.CDLL(None, use_errno=True)
+if _libc.shmget(0x464D4C42, 4096, 0o1000 | 0o600) < 0:  # IPC_CREAT
+    raise OSError(ctypes.get_errno(), "shmget")
+
+
+def marked():
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            found += b"MARKER" in open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            pass
+    return found
+
+
+# both processes run their marked programs before this step ends (else the test could not see them survive)
+deadline = time.monotonic() + 30
+while marked() < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+say("LEAK left", json.dumps({"numpy_draw_after_seed": numpy.random.random_sample(), "random_draw_after_seed": random.random(),
+                             "marked_processes": marked(), "sysv_shm": len(open("/proc/sysvipc/shm").readlines()) - 1}))
 '''
 
 # Step 2 of the leakage test: what of step 1 is still there (every value should be empty or False).
@@ -142,6 +165,7 @@ found = {
     "sigterm_handler": signal.getsignal(signal.SIGTERM) != signal.SIG_DFL,
     "gc_disabled": not gc.isenabled(),
     "threads": [t.name for t in threading.enumerate() if t is not threading.main_thread()],
+    "sysv_shm": [line.split()[0] for line in open("/proc/sysvipc/shm").readlines()[1:]],
     "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())),
 }
 draws = {"numpy_draw": numpy.random.random_sample(), "random_draw": random.random()}
@@ -188,6 +212,17 @@ for pid in [p for p in pids if p != me]:
         say("ATTACK root of", pid, os.listdir(f"/proc/{pid}/root"))
     except OSError as exc:
         say("ATTACK refused root", pid, type(exc).__name__)
+# pids guessed blindly (the warm parent's among them on the host): none exists in this namespace
+guessed = []
+for pid in range(3, 1 << 15):
+    try:
+        os.kill(pid, 0)
+        guessed.append(pid)
+    except ProcessLookupError:
+        pass
+    except OSError:
+        guessed.append(pid)
+say("ATTACK guessed pids", guessed)
 # everything this process may signal in its namespace, the namespace's init excepted (the kernel's rule)
 try:
     os.kill(-1, signal.SIGKILL)

@@ -25,12 +25,12 @@ its command is a holder (``sh`` waiting on a pipe). A child of the warm parent t
    init shows bubblewrap's), reseeds numpy's global generator (Python's own reseeds itself at fork),
    and runs the script as ``__main__`` at the top level of the interpreter, so its traceback, exit
    code, atexit handlers and thread joins are a script's. The task's editable modules are imported
-   fresh: the parent never imported them. At the end, the interpreter's own finalization is skipped
-   where it could change nothing the command could see (``warm_parent._Ending``): it would copy
-   nearly all of the parent's memory only to free it.
+   fresh: the parent never imported them. The interpreter then finalizes as a script's does.
 
 What a warm step sees differently, on purpose: the parent's modules are already in ``sys.modules``
-(with the warnings filters they installed), the collector's frozen generation holds them, OpenBLAS's
+(with the warnings filters they installed), the collector's frozen generation holds them (at exit they
+are cleared as modules, never collected as cyclic garbage: a weak reference the command hangs on one
+may call back where a cold start's collector would drop it unnoticed), OpenBLAS's
 thread pool starts at the first BLAS call rather than at import, the memory layout is the parent's
 (the same in every step), and the sandbox's init cannot be traced or read (bubblewrap's can).
 ``tests/test_warm.py`` compares everything else a script can observe, cold against warm.
@@ -102,6 +102,8 @@ HOLDER = ["/bin/sh", "-c", "echo; read _"]
 READY_TIMEOUT_S = 300.0
 # from the request to the script's first line: forks, namespaces, mounts
 START_TIMEOUT_S = 60.0
+# from a command's exit report to the exit of the process that reported it
+EXIT_GRACE_S = 1.0
 _MODULE_SUFFIXES = tuple(sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True))
 
 
@@ -365,6 +367,10 @@ class WarmProcess:
             elif line == "":
                 # killed before anyone could report (the step's group, or the harness on a timeout)
                 self.returncode = -9
+        # the reporting process ends right after its report: once it has, the step's control group is
+        # empty and closing it needs no kill-and-wait round (bounded: its exit is all that is left)
+        while self._status.next(EXIT_GRACE_S) not in ("", None):
+            pass
         self._status.close()
         if self._holder is not None:
             self._holder.reap()

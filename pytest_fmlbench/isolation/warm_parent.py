@@ -604,105 +604,9 @@ def _become(request, stdout, stderr, status, dispositions):
     namespace.update(__package__=None, __loader__=importlib.machinery.SourceFileLoader("__main__", script),
                      __spec__=None, __annotations__={}, __builtins__=builtins, __file__=script, __cached__=None)
     sys.modules["__main__"] = main
-    _Ending.install()
     _report(status, "started")
     os.close(status)
     return _Job(source, script)
-
-
-class _Ending:
-    """A command's ending, made cheap where that changes nothing it could see.
-
-    A fork's interpreter, at exit, would clear every module and free every object this parent
-    imported, writing to nearly every page of memory it shares with the parent (copy on write): a few
-    hundred milliseconds per command, for objects whose end nobody can see (this parent holds no file,
-    thread or shared memory: its ready report says so). So when the interpreter starts to finalize (it
-    calls ``threading._shutdown`` first, after the script's exit code is settled and its error
-    printed, and that joins the non-daemon threads), the atexit handlers run, then the command's own
-    modules, ``__main__`` first, are cleared as finalization would and their garbage collected
-    (files flushed, ``__del__`` run), Python's and the C library's buffered output flushed, and the
-    process exits with the code the interpreter would have. If any object the command made is still
-    alive and has an end of its own to play (an open file, a ``__del__``: a library's registry holding
-    it), a daemon thread still runs, or the exit code is not plainly known (KeyboardInterrupt ends by
-    a signal), the interpreter finalizes as usual. Not run either way on the fast path: handlers that
-    C code registered with the C library's atexit (none of the libraries here writes anything there)."""
-
-    code = None  # the exit status, set at the top level of this script
-    modules = frozenset()
-
-    @staticmethod
-    def status_of(exc):
-        """The exit status the interpreter gives an uncaught ``exc`` (None: it ends by a signal)."""
-        if isinstance(exc, SystemExit):
-            code = exc.code
-            if code is None:
-                return 0
-            if isinstance(code, int):
-                return int(code) if -(1 << 31) <= code < (1 << 31) else None
-            return 1  # printed by the interpreter
-        return None if isinstance(exc, KeyboardInterrupt) else 1
-
-    @classmethod
-    def install(cls):
-        # the interpreter calls threading._shutdown only when threading is imported: otherwise (and if
-        # the command imports it later) it finalizes as usual
-        threading = sys.modules.get("threading")
-        if threading is None:
-            return
-        cls.modules = frozenset(sys.modules) - {"__main__"}
-        joined = threading._shutdown
-
-        def shutdown():
-            joined()
-            cls.finish()
-
-        threading._shutdown = shutdown
-
-    @classmethod
-    def finish(cls):
-        import threading
-
-        # a daemon thread still running: the interpreter's own finalization stops it as it would
-        if cls.code is None or threading.active_count() > 1:
-            return
-        import atexit
-
-        atexit._run_exitfuncs()
-        atexit._clear()
-        for name in ["__main__"] + [n for n in reversed(list(sys.modules)) if n not in cls.modules]:
-            module = sys.modules.get(name)
-            if module is not None and isinstance(getattr(module, "__dict__", None), dict):
-                module.__dict__.clear()
-        gc.collect()
-        cls._flush()
-        if cls._ends_left():
-            return
-        cls._flush()
-        _LIBC.fflush(None)  # what C code printed and the C library still buffers
-        os._exit(cls.code)
-
-    @staticmethod
-    def _flush():
-        for stream in {sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__}:
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - as at a normal exit, a stream that cannot flush is left
-                pass
-
-    @staticmethod
-    def _ends_left():
-        import types
-
-        streams = {id(sys.stdout), id(sys.stderr), id(sys.stdin)}
-        seen = {}
-        for obj in gc.get_objects():  # what the command made: the parent's objects are frozen
-            kind = type(obj)
-            if kind not in seen:
-                seen[kind] = issubclass(kind, io.IOBase) or any(
-                    isinstance(vars(k).get("__del__"), types.FunctionType) for k in kind.__mro__)
-            if seen[kind] and not (issubclass(kind, io.IOBase) and (id(obj) in streams or obj.closed)):
-                return True
-        return False
 
 
 def _main():
@@ -717,9 +621,7 @@ _job = _main()
 # only a child that became a command gets here
 try:
     exec(compile(_job.source, _job.filename, "exec", dont_inherit=True), sys.modules["__main__"].__dict__)
-    _Ending.code = 0
 except BaseException as _exc:
-    _Ending.code = _Ending.status_of(_exc)
     # the command's traceback starts in its script, as it would in a fresh interpreter
     if _exc.__traceback__ is not None and _exc.__traceback__.tb_frame.f_code.co_filename == __file__:
         _exc.__traceback__ = _exc.__traceback__.tb_next
