@@ -14,6 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from .isolation.limits import StepGroup
 
@@ -91,16 +92,22 @@ def format_command(template: str, values: dict[str, str | Path], python: list[st
 
 
 def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
-                group: StepGroup | None = None, shown: str | None = None) -> CommandResult:
+                group: StepGroup | None = None, shown: str | None = None,
+                launcher: Callable[[StepGroup | None], Any] | None = None) -> CommandResult:
     """Run ``argv`` to completion, its output kept in ``log_path`` within a fixed size.
 
     ``group`` (a step's resource limits) is joined by the child before exec; a limit it reports as
-    reached ends the command at once.
+    reached ends the command at once. ``launcher`` may start the command warm (see
+    ``isolation.warm``): it returns a started process with what is used here of a Popen, or None, and
+    the command then starts as usual.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     timed_out = False
     limit = None
+    proc = launcher(group) if launcher is not None else None
+    if proc is not None:
+        shown = f"[warm] {shown or '$ ' + shlex.join(argv)}"
     sink = CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
     errors = _HeadTail(STDERR_KEEP_CHARS * 4)
 
@@ -110,10 +117,11 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
             group.enter()
 
     try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=before_exec,
-        )
+        if proc is None:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=before_exec,
+            )
     except (OSError, subprocess.SubprocessError) as exc:
         sink.feed(f"could not start: {exc}\n".encode())
         sink.close()

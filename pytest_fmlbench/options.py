@@ -96,6 +96,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="the judges' provider (default: inferred from each --judge-model, as --provider)")
     group.addoption("--judge-base-url", metavar="URL",
                     help="the judges' endpoint (an OpenAI-compatible server, as --base-url)")
+    group.addoption("--cold-start", action="store_true",
+                    help="start every experiment and harness command in a fresh interpreter (by default they "
+                    "fork from a warm one that already imported the task's libraries, in the same sandbox; "
+                    "results are the same, only slower), for debugging")
     group.addoption("--fmlbench-compare", metavar="OLD",
                     help="at the end, compare this session with OLD: a folder of run records, a saved session "
                     "(last, last-N, a number, a name from <fmlbench-out>/sessions/) or a session file; per task, "
@@ -148,6 +152,7 @@ class BenchConfig:
             log=log.info,
             budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
             agent_mode=agent.mode, agent_locator=agent.locator, agent_limits=_agent_limits(config),
+            warm=not config.getoption("cold_start"),
             agent_needs=agent.needs, scale=config.getoption("scale"),
         )
         return cls(settings, seeds, _judge_setup(config))

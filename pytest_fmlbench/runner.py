@@ -29,6 +29,7 @@ from .agent_host.outcome import one_line
 from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
 from .agentkit import Agent
 from .executor import scrubbed_env
+from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
 from .record import RunRecord, RunStore, now
@@ -73,6 +74,9 @@ class RunSettings:
     agent_mode: host.AgentMode = "process"
     agent_locator: AgentLocator | None = None
     agent_limits: AgentLimits = AgentLimits()
+    # commands fork from warm interpreters (isolation.warm); False: --cold-start. Results are the same
+    # either way, so it is no part of the run's identity
+    warm: bool = True
     # shows a line to the user at once, past pytest's output capture (set per item by the plugin)
     announce: Callable[[str], None] | None = None
     # what the agent declared it needs (a working copy, an LLM gateway); None: read from agent_cls
@@ -224,8 +228,13 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     live = LiveFile(settings.out_dir, run_id, f"{task.id}[seed{seed}]", settings.steps, spec.baseline.val,
                     spec.metric.direction, spec.normalization.scale(spec.baseline.val))
     live.update(action="preparing")
+    pool = None
     try:
-        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed, cache)
+        if settings.warm:
+            pool = warm.pool_for(task, store.logs, lambda line: settings.log(f"{task.id} seed {seed}: {line}"),
+                                 settings.sandboxed, hidden=[task.root, store.dir, *([cache.root] if cache else [])],
+                                 gpus=bool(env.get("CUDA_VISIBLE_DEVICES")))
+        search = Workspace.create(task, store.dir / "search", env, store.logs, settings.sandboxed, pool, data=cache)
         search.check_sandbox_view()
         manifest = search.take_manifest()
         llm = settings.llm_factory(record, store.dir) if settings.llm_factory else None
@@ -252,7 +261,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             raise IntegrityViolation(problems, "before the final test")
         # whatever ended the agent, the best code so far gets its final test (the original's protocol)
         live.update(action="final test")
-        _final_test(task, session, store, record, env, manifest, settings.sandboxed, cache)
+        _final_test(task, session, store, record, env, manifest, settings.sandboxed, pool, cache)
     except IntegrityViolation as exc:
         return finish("integrity_violated", integrity="violated", integrity_violations=exc.problems,
                       error=str(exc))
@@ -266,6 +275,9 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         tb = "".join(traceback.format_exception(exc, limit=-6))
         finish("error", error=tb[-4000:])
         raise RunError(f"{task.id}: agent {settings.agent_name} crashed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if pool is not None:
+            pool.close()
     if agent.kind == "failed":
         finish("error", error=f"agent {settings.agent_name} {agent.reason}\n{agent.detail}"[-4000:])
         raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason}")
@@ -291,7 +303,7 @@ def _announce(settings: RunSettings, live: LiveFile, item: str, line: str) -> No
 
 
 def _final_test(task: Task, session: HarnessSession, store: RunStore, record: RunRecord, env: dict[str, str], manifest,
-                sandboxed: bool, cache: DataCache | None = None) -> None:
+                sandboxed: bool, pool: warm.WarmPool | None, cache: DataCache | None = None) -> None:
     """Fresh workspace, best-val code restored, validation re-run, test run once (the original's protocol).
 
     The validation re-run only regenerates what the test needs: when it fails, the test is run all the
@@ -313,7 +325,7 @@ def _final_test(task: Task, session: HarnessSession, store: RunStore, record: Ru
         record.test_on_baseline = True
     else:
         files = store.read_snapshot(best.snapshot)
-    final = Workspace.create(task, store.dir / "final", env, store.logs, sandboxed, cache)
+    final = Workspace.create(task, store.dir / "final", env, store.logs, sandboxed, pool, data=cache)
     final_manifest = manifest.with_workspace(final.path)
     problems = final_manifest.verify()
     if problems:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import string
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +35,7 @@ from .datacache.artifact import Artifact
 from .isolation import package_data
 
 TASK_FILE = "task.yaml"
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "result", "scale", "data"}
 # only the pristine harness sees these: the experiment's sandbox has none of them
 HARNESS_ONLY = {"harness", "private", "result", "data"}
@@ -250,6 +252,10 @@ class TaskSpec(_Strict):
     upstream: list[UpstreamFiles] = Field([], description="files of git artefacts copied into every fresh "
                                           "workspace (full profile)")
     audit: AuditLimits = AuditLimits()
+    warm: list[str] | None = Field(
+        None, description="modules the experiments' warm parent imports before it forks each step "
+        "(e.g. [numpy, pandas, sklearn.linear_model]); absent: the installed modules the baseline's "
+        "files import; []: experiments start cold")
 
     @model_validator(mode="after")
     def _full_profile_declares_its_scale(self) -> TaskSpec:
@@ -271,6 +277,14 @@ class TaskSpec(_Strict):
         if len({a.name for a in self.data}) != len(self.data):
             raise ValueError("two artefacts share a name")
         return self
+
+    @field_validator("warm")
+    @classmethod
+    def _module_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            if not _MODULE.match(name):
+                raise ValueError(f"{name!r} is not a module name (e.g. 'sklearn.linear_model')")
+        return value
 
     @field_validator("editable")
     @classmethod
@@ -379,6 +393,14 @@ def load_task(task_yaml: Path) -> Task:
     for pattern in spec.protected:
         if not any((root / "workspace").glob(pattern)) and not from_upstream(pattern):
             raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
+    if spec.warm:
+        from .isolation.warm import local_module_names
+
+        local = local_module_names(root / "workspace")
+        for name in spec.warm:
+            if name.partition(".")[0] in local:
+                raise TaskSpecError(f"{where}: field 'warm': {name!r} is a module of the task's workspace; a warm "
+                                    "parent imports installed libraries only (task code is imported fresh by each step)")
     for resource in spec.sandbox.hide:
         try:
             package_data.check(resource)

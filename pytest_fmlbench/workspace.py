@@ -18,6 +18,7 @@ from . import isolation
 from .integrity import Manifest, sha256_file
 from .isolation import artifacts, selfcheck
 from .datacache import DataCache
+from .isolation.warm import HOLDER, WarmPool
 from .spec import Task
 
 
@@ -66,8 +67,10 @@ class Workspace:
     """``<dir>/workspace`` (the agent's copy), ``<dir>/private`` (harness only), ``<dir>/out`` (artefacts)."""
 
     def __init__(self, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True,
-                 data: DataCache | None = None):
+                 warm: WarmPool | None = None, data: DataCache | None = None):
         self.task = task
+        # the run's warm parents (isolation.warm); None: every command starts a fresh interpreter
+        self.warm = warm
         # a full-profile task's data cache: its folder is the harness's {data}, never shown to an experiment
         self.data = data
         self.sandboxed = sandboxed
@@ -83,7 +86,7 @@ class Workspace:
 
     @classmethod
     def create(cls, task: Task, root: Path, env: dict[str, str], logs: Path, sandboxed: bool = True,
-               data: DataCache | None = None) -> Workspace:
+               warm: WarmPool | None = None, data: DataCache | None = None) -> Workspace:
         """A fresh copy of the baseline with its visible data prepared."""
         if root.exists():
             shutil.rmtree(root)
@@ -94,7 +97,10 @@ class Workspace:
         (root / "private").mkdir()
         (root / "verdicts").mkdir()
         (root / "evidence").mkdir()
-        ws = cls(task, root, env, logs, sandboxed, data)
+        ws = cls(task, root, env, logs, sandboxed, warm, data)
+        if warm is not None:
+            # the experiments' parent imports while prepare runs
+            warm.parent("experiment", (), ws._experiment_env(), sandboxed)
         result = ws._harness("prepare", "val", ws.out_dir("val"), log_name=f"{root.name}_prepare_val")
         if not result.ok:
             raise HarnessError(result.describe_failure(f"{task.id}: prepare (val)", task.spec.timeout_s))
@@ -134,8 +140,11 @@ class Workspace:
         template = getattr(self.task.spec.commands, command)
         argv = format_command(template, self._values(split, out, result), python=HARNESS_PYTHON)
         out.mkdir(parents=True, exist_ok=True)
+        launcher = None
+        if self.warm is not None:
+            launcher = self.warm.launcher("harness", argv, tuple(HARNESS_PYTHON[1:]), self.task.harness_dir, self.env)
         return run_command(argv, cwd=self.task.harness_dir, env=self.env, timeout_s=self.task.spec.timeout_s,
-                           log_path=self.logs / f"{log_name}.log")
+                           log_path=self.logs / f"{log_name}.log", launcher=launcher)
 
     def _protected_paths(self) -> list[Path]:
         return protected_paths(self.path, self.task.spec.protected)
@@ -172,13 +181,20 @@ class Workspace:
         spec = self.task.spec
         template = spec.commands.val if split == "val" else spec.commands.test
         argv = format_command(template, self._values(split, out))
-        env = self.env
+        env = self._experiment_env()
         shown = f"$ {shlex.join(argv)}"
         gpus = self._gpus()
+        launcher = None
         if self.sandboxed:
-            argv = isolation.bwrap_argv(self._view(out), argv)
-            env = isolation.sandbox_env(env)
+            view = self._view(out)
+            cold = isolation.bwrap_argv(view, argv)
+            if self.warm is not None:
+                launcher = self.warm.launcher("experiment", argv, (), self.path, env,
+                                              bwrap=isolation.bwrap_argv(view, HOLDER), cold_bwrap=cold)
+            argv = cold
             shown = f"[sandbox: bwrap] {shown}"
+        elif self.warm is not None:
+            launcher = self.warm.launcher("experiment", argv, (), self.path, env)
         try:
             group = isolation.step_limits(spec.resources.memory_mb, spec.resources.max_processes, bool(gpus))
         except isolation.limits.LimitsUnavailable:
@@ -186,7 +202,10 @@ class Workspace:
                 raise
             group = None  # --no-sandbox on a machine without limits: the run is marked unsandboxed anyway
         return run_command(argv, cwd=self.path, env=env, timeout_s=spec.timeout_s,
-                           log_path=self.logs / f"{log_name}.log", group=group, shown=shown)
+                           log_path=self.logs / f"{log_name}.log", group=group, shown=shown, launcher=launcher)
+
+    def _experiment_env(self) -> dict[str, str]:
+        return isolation.sandbox_env(self.env) if self.sandboxed else self.env
 
     def run_split(self, split: str, log_prefix: str, manifest: Manifest | None = None) -> SplitOutcome:
         """Run the experiment on ``split`` and have the pristine evaluator judge it.

@@ -67,16 +67,19 @@ def test_full_spec_is_valid(task_id):
         Path(f).name for f in builtin_tasks()[task.spec.original.task].target_files)
 
 
-def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench, start):
     """Each baseline runs for real (the field's library, offline data) and reproduces its declared values.
 
     The declared baselines are what these runs produce, at full precision: the three tasks are
     deterministic on CPU (fixed seeds; opacus and gcastle pin their math to one thread; fairlearn's
-    metric is a ratio of counts), so the unchanged baseline must score NI exactly 0 on every task.
+    metric is a ratio of counts), so the unchanged baseline must score NI exactly 0 on every task,
+    whether its commands fork from warm interpreters or start cold (--cold-start).
     """
     for task_id in SHARED_BASELINE_CHECK:
         shutil.copytree(REPO / "task_suites" / task_id, pytester.path / "task_suites" / task_id)
-    result = bench("--agent=baseline", "--steps=1", "-n", "2", "--junitxml=out.xml", "task_suites")
+    extra = ["--cold-start"] if start == "cold" else []
+    result = bench("--agent=baseline", "--steps=1", "-n", "2", "--junitxml=out.xml", *extra, "task_suites")
     result.assert_outcomes(passed=len(SHARED_BASELINE_CHECK))
     seen = set()
     for case in ET.parse(pytester.path / "out.xml").getroot().iter("testcase"):
@@ -88,5 +91,15 @@ def test_baselines_reproduce_task_yaml_under_xdist(pytester, bench):
         assert record["best_val"] == pytest.approx(spec.baseline.val, rel=0, abs=1e-9), task
         assert record["test_metric"] == pytest.approx(spec.baseline.test, rel=0, abs=1e-9), task
         assert float(props["normalized_improvement"]) == 0.0, task
+        logs = Path(props["fmlbench_run_dir"]) / "logs"
+        heads = {p.name: p.read_text().splitlines()[0] for p in logs.glob("*_val*.log")}
+        why_cold = (logs / "warm_start.log").read_text() if (logs / "warm_start.log").exists() else ""
+        if start == "cold":
+            assert not any(head.startswith("[warm]") for head in heads.values()) and not why_cold, (task, heads)
+        else:
+            # every command forked warm, or the run's log says in one line why its kind started cold
+            for name, head in heads.items():
+                kind = "harness" if name.endswith("_evaluate.log") else "experiment"
+                assert head.startswith("[warm]") or f"warm start off for {kind} commands" in why_cold, (task, name)
         seen.add(task)
     assert seen == set(SHARED_BASELINE_CHECK)

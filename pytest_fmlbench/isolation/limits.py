@@ -65,6 +65,11 @@ class StepGroup:
     def enter(self) -> None:
         """Runs in the child between fork and exec: move it into the group or apply rlimits."""
 
+    def warm_entry(self) -> dict:
+        """What a child forked from a warm parent does instead of ``enter`` (it runs no code of this
+        package): the ``cgroup.procs`` files to write its pid into, or the rlimits to set."""
+        return {}
+
     def tripped(self) -> str | None:
         """The limit the step hit so far, if any."""
         return None
@@ -95,6 +100,9 @@ class _CgroupStep(StepGroup):
                 os.write(fd, pid)
             finally:
                 os.close(fd)
+
+    def warm_entry(self) -> dict:
+        return {"cgroup_procs": [str(directory / "cgroup.procs") for directory in self.dirs]}
 
     def tripped(self) -> str | None:
         path, key = self.memory_events
@@ -196,10 +204,18 @@ class _RlimitStep(StepGroup):
     backend: str = "rlimit"
 
     def enter(self) -> None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (self.spec.max_processes, self.spec.max_processes))
+        for which, soft, hard in self._rlimits():
+            resource.setrlimit(which, (soft, hard))
+
+    def warm_entry(self) -> dict:
+        return {"rlimits": self._rlimits()}
+
+    def _rlimits(self) -> list[list[int]]:
+        limits = [[resource.RLIMIT_NPROC, self.spec.max_processes, self.spec.max_processes]]
         if not self.gpus:
             # CUDA reserves far more address space than it uses: an address-space limit would break it
-            resource.setrlimit(resource.RLIMIT_AS, (self.spec.memory_bytes, self.spec.memory_bytes))
+            limits.append([resource.RLIMIT_AS, self.spec.memory_bytes, self.spec.memory_bytes])
+        return limits
 
 
 def _v2_parent() -> Path | None:

@@ -1,0 +1,600 @@
+"""Warm interpreters: a step costs its compute, not Python's start-up.
+
+Importing numpy, pandas, scikit-learn and fairlearn takes seconds; forking a process that holds them
+takes milliseconds. Each run keeps two *warm parents* (``warm_parent.py``): one for its experiments and
+one for its harness commands (prepare, evaluate). Each is an interpreter started with exactly the
+environment and flags its commands get, that imported the task's heavy libraries and nothing else (no
+task or agent code, not even this package), and that forks one child per command. A child is never
+reused: every command starts from the same clean image.
+
+What an experiment sees stays what it sees without warm starts
+--------------------------------------------------------------
+The harness builds every step's bubblewrap sandbox exactly as before, with the same arguments (binds,
+masks, tmpfs for ``/tmp``, ``$HOME``, ``/dev/shm``, no network, the same user namespace), except that
+its command is a holder (``sh`` waiting on a pipe). A child of the warm parent then
+
+1. joins the step's control group (its memory and process limits) or applies the rlimits;
+2. joins the sandbox's user, mount, IPC, UTS and network namespaces (``setns``), the holder is let go;
+3. unshares a private copy of the mounts, a new PID namespace and a cgroup namespace rooted at the
+   step's group, and forks the namespace's init (pid 1): it mounts a fresh ``/proc`` with bubblewrap's
+   read-only covers, drops every capability (bounding and ambient sets too), sets no_new_privs, makes
+   itself undumpable and handles no signal (so nothing inside can signal it), then forks the command;
+4. the command (pid 2, parent 1, in the init's session, as bubblewrap runs it) closes every inherited
+   descriptor, takes the step's stdin/stdout/stderr, working directory, environment, ``sys.argv``,
+   ``sys.orig_argv`` and ``sys.path[0]``, shows its own ``/proc/self/cmdline`` and ``environ`` (and the
+   init shows bubblewrap's), reseeds numpy's global generator (Python's own reseeds itself at fork),
+   and runs the script as ``__main__`` at the top level of the interpreter, so its traceback, exit
+   code, atexit handlers and thread joins are a script's. The task's editable modules are imported
+   fresh: the parent never imported them. The interpreter then finalizes as a script's does.
+
+What a warm step sees differently, on purpose: the parent's modules are already in ``sys.modules``
+(with the warnings filters they installed), the collector's frozen generation holds them (at exit they
+are cleared as modules, never collected as cyclic garbage: a weak reference the command hangs on one
+may call back where a cold start's collector would drop it unnoticed), OpenBLAS's
+thread pool starts at the first BLAS call rather than at import, the memory layout is the parent's
+(the same in every step), and the sandbox's init cannot be traced or read (bubblewrap's can).
+``tests/test_warm.py`` compares everything else a script can observe, cold against warm.
+
+Nothing a step does reaches a later one: every step gets a fresh sandbox (files in ``/tmp``,
+``/dev/shm``, ``$HOME``), a fresh fork (modules, monkeypatches, environment, threads), a PID namespace
+whose init takes everything the command left with it (child processes), and a copy-on-write copy of
+the parent's memory that it cannot write back. The parent is out of reach: it is in no namespace of
+the step (no pid to signal or trace, no ``/proc`` entry), it is undumpable, and it listens only on a
+socket pair whose other end the harness alone holds. It never receives anything a step produced: the
+child that stays outside the step's PID namespace reports the exit to the harness itself.
+
+Harness commands run from their own warm parent, started with ``-s -E -B`` like them and importing
+only what the harness's own code imports (pristine code; never the experiments' parent).
+
+The parent imports on the host, not in a sandbox (a sandboxed parent could not enter the steps'
+sandboxes, which are no descendants of its user namespace; bubblewrap inside bubblewrap cannot mount
+/proc). So that its imports could not have gone otherwise inside, an audit hook refuses, while they
+run, reading an existing file outside the trees the sandbox shows or a hidden data file, listing such
+a folder, writing, starting a program from elsewhere than those trees and using the network; module
+and mapped files must lie inside the visible trees. In the sandbox's private scratch folders (``/tmp``,
+``/var/tmp``, ``/dev/shm``, ``$HOME``) a file may be made if it is gone again when the imports end
+(tempfile's check that /tmp is writable), and a folder may be made where its parent exists (torch's
+cache folder in /tmp): every child makes it again in its own fresh /tmp, as a cold import would have.
+This sees what Python code does, not what a C extension or a program it runs (ctypes.util runs gcc)
+does on its own at import, which the harness's evaluators, importing the same libraries outside any
+sandbox, do today as well.
+
+When warm starts are not safe, commands start cold, with one line in the log
+------------------------------------------------------------------------------
+The ready report says what forking could break or leak: a thread that keeps running across a fork
+(a library's own pool that stops in its fork handler, as OpenBLAS's does, is fine), a GPU device
+mapped (CUDA initialised), a writable shared mapping (children would share it), a descriptor left
+open by a library, an import that failed or did something the guard refused. Any of these turns warm
+starts off for that parent. A command whose form is not ``{python} script.py ARGS`` starts cold, as
+does one whose script's folder holds a module of a name the parent has imported (a cold start would
+import the local file instead). A failure of the mechanism itself (before the script's first line)
+is retried cold. ``--cold-start`` turns all of it off.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import json
+import os
+import select
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from . import mounts, package_data
+from .limits import StepGroup
+
+PARENT_SCRIPT = Path(__file__).with_name("warm_parent.py")
+# where a run's logs say why commands started cold
+WARM_LOG = "warm_start.log"
+# the command the step's sandbox holds while the child joins it: prints when the sandbox is ready,
+# then waits for the harness to close its input (the child has joined by then)
+HOLDER = ["/bin/sh", "-c", "echo; read _"]
+# a parent's imports may take a while on a loaded machine; beyond this, commands start cold
+READY_TIMEOUT_S = 300.0
+# from the request to the script's first line: forks, namespaces, mounts
+START_TIMEOUT_S = 60.0
+# from a command's exit report to the exit of the process that reported it
+EXIT_GRACE_S = 1.0
+_MODULE_SUFFIXES = tuple(sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True))
+
+
+class _Refused(Exception):
+    """This command starts cold; the message says why (one line)."""
+
+
+# -- what to import ----------------------------------------------------------------------------------
+
+
+def learn_imports(folder: Path) -> list[tuple[str, list[str]]]:
+    """The installed modules the Python files under ``folder`` import, as ``(module, from-names)``.
+
+    Imports of the folder's own modules, relative imports and the standard library are left out (the
+    latter costs little, and the parent must stay close to a fresh interpreter). Sorted, so that the
+    same files always give the same parent.
+    """
+    local = local_module_names(folder)
+    found: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    found.setdefault(alias.name, set())
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.setdefault(node.module, set()).update(a.name for a in node.names if a.name != "*")
+    return [(module, sorted(names)) for module, names in sorted(found.items())
+            if _wanted(module.partition(".")[0], local)]
+
+
+def _wanted(top: str, local: set[str]) -> bool:
+    return top not in local and top not in sys.stdlib_module_names and top != "__future__"
+
+
+def local_module_names(folder: Path) -> set[str]:
+    """Top-level names a script in ``folder`` imports from ``folder`` itself (its ``sys.path[0]``):
+    modules, bytecode, extensions and folders (packages or namespace portions)."""
+    names: set[str] = set()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return names
+    for entry in entries:
+        name = entry.name
+        if entry.is_dir():
+            if name.isidentifier():
+                names.add(name)
+            continue
+        for suffix in _MODULE_SUFFIXES:
+            if name.endswith(suffix) and name[: -len(suffix)].isidentifier():
+                names.add(name[: -len(suffix)])
+                break
+    return names
+
+
+def declared_imports(modules: list[str]) -> list[tuple[str, list[str]]]:
+    return [(module, []) for module in modules]
+
+
+# -- the guard's view: what the sandbox shows ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxTrees:
+    """The paths an experiment's sandbox shows read-only (and the data hidden in them), for the guard."""
+
+    read: tuple[str, ...]
+    masked: tuple[str, ...]
+
+    def guard(self) -> dict:
+        ancestors = {str(parent) for tree in self.read for parent in Path(tree).parents}
+        return {"read": list(self.read), "masked": list(self.masked), "ancestors": sorted(ancestors),
+                "scratch": ["/tmp", "/var/tmp", "/dev/shm", mounts.SANDBOX_HOME]}
+
+
+def sandbox_trees(hidden: list[Path], hide_data: tuple[str, ...], gpus: bool) -> SandboxTrees:
+    """The system trees, the allowed files of /etc, the interpreter's trees (those the sandbox binds) and
+    /proc; the masks of package data. The workspace and ``{out}`` are left out: importing never needs them."""
+    hidden_real = [os.path.realpath(h) for h in hidden]
+
+    def shown(real: str) -> bool:
+        return not any(h == real or h.startswith(real.rstrip("/") + "/") for h in hidden_real)
+
+    read = {t for t in mounts.SYSTEM_TREES if os.path.exists(t)}
+    read |= {os.path.realpath(t) for t in read}
+    read |= {f"/etc/{name}" for name in mounts.ETC_ALLOW if os.path.lexists(f"/etc/{name}")}
+    read |= {p for p in mounts.python_paths() if shown(p)}
+    read |= {spelt for spelt, real in mounts.python_aliases() if shown(real)}
+    read |= {"/proc", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+    # this package's install metadata beside a checkout (an editable install writes it there): the
+    # sandbox binds the package folder alone, so it misses there; importing libraries that list the
+    # installed distributions (pydantic looks for plugins) reads it. Names and entry points, no data.
+    package = Path(__file__).resolve().parents[1]
+    read |= {str(p) for p in package.parent.glob(f"{package.name}*.*-info") if p.suffix in (".egg-info", ".dist-info")}
+    if gpus:
+        read |= {"/sys"}
+    masks = package_data.masks(hide_data)
+    return SandboxTrees(tuple(sorted(read)), tuple(sorted((*masks.folders, *masks.files))))
+
+
+# -- one warm parent ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParentKey:
+    kind: str                     # "experiment" or "harness": never the same process
+    flags: tuple[str, ...]        # the interpreter flags of its commands
+    env: tuple[tuple[str, str], ...]
+    sandboxed: bool
+
+
+class WarmParent:
+    """A started warm parent: its process, its control socket, its ready report."""
+
+    def __init__(self, key: ParentKey, imports: list[tuple[str, list[str]]], optional: bool,
+                 guard: dict | None, log_path: Path):
+        self.key = key
+        self.imports = imports
+        self._report: dict | None = None
+        self._refusal: str | None = None
+        self.lock = threading.Lock()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.control = ours
+        from ..executor import CappedLog, die_with_harness
+
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = CappedLog(log_path, f"warm parent ({key.kind}): {shlex.join(m for m, _ in imports)}\n".encode())
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, *key.flags, str(PARENT_SCRIPT), str(theirs.fileno())], cwd="/",
+                env=dict(key.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=[theirs.fileno()], start_new_session=True, preexec_fn=die_with_harness)
+        finally:
+            theirs.close()
+        threading.Thread(target=self._drain, daemon=True).start()
+        ours.send(json.dumps({"imports": imports, "optional": optional, "guard": guard}).encode())
+
+    def _drain(self) -> None:
+        self.log.drain(self.proc.stdout)
+        self.log.close()
+
+    def refusal(self, timeout_s: float = READY_TIMEOUT_S) -> str | None:
+        """None when this parent may serve commands, else why not (one line). Waits for its imports."""
+        with self.lock:
+            if self._report is None and self._refusal is None:
+                self._refusal = self._await_report(timeout_s)
+            return self._refusal
+
+    @property
+    def top_level(self) -> set[str]:
+        return set((self._report or {}).get("top_level", ()))
+
+    def _await_report(self, timeout_s: float) -> str | None:
+        ready, _, _ = select.select([self.control], [], [], timeout_s)
+        if not ready:
+            return f"its imports took longer than {timeout_s:g} s"
+        try:
+            message = self.control.recv(1 << 20)
+        except OSError as exc:
+            message, error = b"", exc
+        else:
+            error = None
+        if not message:
+            self.proc.wait(timeout=10)
+            return f"it exited while importing (code {self.proc.returncode}{f', {error}' if error else ''}; see {self.log.path.name})"
+        self._report = report = json.loads(message)
+        for problem, why in (
+            ("failed", "importing {}"),
+            ("refused", "importing did what a sandbox would have answered differently: {}"),
+            ("devices", "a GPU was initialised while importing ({}): CUDA cannot be forked"),
+            ("shared_writable", "importing left a writable shared mapping ({}) that every child would share"),
+            ("fds", "importing left descriptors open ({})"),
+            ("outside", "it holds files the sandbox does not show ({})"),
+        ):
+            if report.get(problem):
+                return why.format(report[problem][0])
+        if report["threads"] != 1:
+            return (f"{report['threads'] - 1} thread(s) started while importing keep running across a fork "
+                    "(their state would be torn in every child)")
+        return None
+
+    def spawn(self, request: dict, fds: list[int]) -> int:
+        """Fork a child for ``request``; its pid on this machine."""
+        with self.lock:
+            socket.send_fds(self.control, [json.dumps(request).encode()], fds)
+            ready, _, _ = select.select([self.control], [], [], START_TIMEOUT_S)
+            reply = self.control.recv(1 << 16) if ready else b""
+        if not reply:
+            raise _Refused("the warm parent did not answer")
+        answer = json.loads(reply)
+        if "pid" not in answer:
+            raise _Refused(f"the warm parent refused: {answer.get('error')}")
+        return answer["pid"]
+
+    def close(self) -> None:
+        self.control.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+# -- one command, started warm ------------------------------------------------------------------------
+
+
+class _StatusLines:
+    """The lines a child and its parent write on a command's status pipe."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buffer = b""
+        self.closed = False
+
+    def next(self, timeout_s: float | None) -> str | None:
+        """The next line; None at the timeout; "" once every writer closed the pipe."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self.buffer:
+            if self.closed:
+                return ""
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                self.closed = True
+                if not self.buffer:
+                    return ""
+                chunk = b"\n"
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class WarmProcess:
+    """A command forked from a warm parent, with what run_command uses of a Popen."""
+
+    def __init__(self, pid: int, stdout, stderr, status: _StatusLines, holder: _Holder | None):
+        self.pid = pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._status = status
+        self._holder = holder
+
+    def wait(self, timeout: float | None = None) -> int:
+        while self.returncode is None:
+            line = self._status.next(timeout)
+            if line is None:
+                raise subprocess.TimeoutExpired("warm command", timeout)
+            if line.startswith("exit "):
+                self.returncode = int(line.split()[1])
+            elif line == "":
+                # killed before anyone could report (the step's group, or the harness on a timeout)
+                self.returncode = -9
+        # the reporting process ends right after its report: once it has, the step's control group is
+        # empty and closing it needs no kill-and-wait round (bounded: its exit is all that is left)
+        while self._status.next(EXIT_GRACE_S) not in ("", None):
+            pass
+        self._status.close()
+        if self._holder is not None:
+            self._holder.reap()
+            self._holder = None
+        return self.returncode
+
+    def poll(self) -> int | None:
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+class _Holder:
+    """The step's bubblewrap sandbox, built with the step's own arguments, holding its namespaces until
+    a warm child has joined them."""
+
+    def __init__(self, bwrap_argv: list[str], cwd: Path, env: dict[str, str]):
+        from ..executor import die_with_harness
+
+        info_r, info_w = os.pipe()
+        argv = [bwrap_argv[0], "--info-fd", str(info_w), *bwrap_argv[1:]]
+        try:
+            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, pass_fds=[info_w], start_new_session=True,
+                                         preexec_fn=die_with_harness)
+        except OSError as exc:
+            os.close(info_r)
+            raise _Refused(f"bubblewrap could not start: {exc}") from None
+        finally:
+            os.close(info_w)
+        with os.fdopen(info_r, "rb") as info:
+            ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
+            line = self.proc.stdout.readline() if ready else b""
+            if not line:
+                self.release()
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                reason = self.proc.stderr.read().decode(errors="replace").strip().splitlines()
+                self.reap()
+                raise _Refused(f"the step's sandbox did not start ({reason[-1] if reason else 'no message'})")
+            self.pid = json.loads(info.read())["child-pid"]
+
+    def release(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+    def reap(self) -> None:
+        self.release()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()
+
+
+def child_env(env: dict[str, str], cwd: Path, sandboxed: bool) -> dict[str, str]:
+    """The environment a command's process starts with: bubblewrap's --chdir also sets PWD."""
+    return {**env, "PWD": str(cwd)} if sandboxed else env
+
+
+def script_command(argv: list[str], flags: tuple[str, ...], cwd: Path) -> tuple[str, list[str]] | None:
+    """``(script as an absolute path, sys.argv)`` of ``[python, *flags, script, args...]``, else None."""
+    head = [sys.executable, *flags]
+    if argv[: len(head)] != head or len(argv) == len(head) or argv[len(head)].startswith("-"):
+        return None
+    script = argv[len(head)]
+    return os.path.abspath(os.path.join(cwd, script)), argv[len(head):]
+
+
+# -- the pool of one run ------------------------------------------------------------------------------
+
+
+@dataclass
+class WarmPool:
+    """The warm parents of one run (its search and final workspaces share them), started early."""
+
+    experiment_imports: list[tuple[str, list[str]]]
+    harness_imports: list[tuple[str, list[str]]]
+    experiment_optional: bool
+    logs: Path
+    log: Callable[[str], None]
+    trees: SandboxTrees | None = None
+    parents: dict[ParentKey, WarmParent] = field(default_factory=dict)
+    off: dict[str, str] = field(default_factory=dict)   # kind -> why its commands start cold
+    told: set[str] = field(default_factory=set)
+
+    def close(self) -> None:
+        for parent in self.parents.values():
+            parent.close()
+        self.parents.clear()
+
+    def _say(self, line: str) -> None:
+        """Once per line: to the session's log, and to the run's ``logs/warm_start.log``."""
+        if line not in self.told:
+            self.told.add(line)
+            self.log(line)
+            self.logs.mkdir(parents=True, exist_ok=True)
+            with open(self.logs / WARM_LOG, "a") as fh:
+                fh.write(line + "\n")
+
+    def _turn_off(self, kind: str, why: str):
+        """From now on these commands start cold; said once."""
+        self.off[kind] = why
+        self._say(f"warm start off for {kind} commands, they start cold: {why}")
+        raise _Refused(why)
+
+    def parent(self, kind: str, flags: tuple[str, ...], env: dict[str, str], sandboxed: bool) -> WarmParent | None:
+        """The parent for these commands, started on first use; None while they start cold."""
+        if kind in self.off:
+            return None
+        key = ParentKey(kind, flags, tuple(sorted(env.items())), sandboxed)
+        if key not in self.parents:
+            imports = self.experiment_imports if kind == "experiment" else self.harness_imports
+            guard = self.trees.guard() if sandboxed and self.trees is not None else None
+            optional = self.experiment_optional if kind == "experiment" else True
+            self.parents[key] = WarmParent(key, imports, optional, guard,
+                                           self.logs / f"warm_parent_{kind}_{len(self.parents)}.log")
+        return self.parents[key]
+
+    def launcher(self, kind: str, argv: list[str], flags: tuple[str, ...], cwd: Path, env: dict[str, str],
+                 bwrap: list[str] | None = None, cold_bwrap: list[str] | None = None,
+                 ) -> Callable[[StepGroup | None], WarmProcess | None]:
+        """What run_command calls to start ``argv`` warm; it returns None for a cold start."""
+
+        def launch(group: StepGroup | None) -> WarmProcess | None:
+            if kind in self.off:
+                return None
+            try:
+                return self._launch(kind, argv, flags, cwd, env, bwrap, cold_bwrap, group)
+            except _Refused as exc:
+                if kind not in self.off:
+                    self._say(f"{kind} command starts cold: {exc}")
+                return None
+
+        return launch
+
+    def _launch(self, kind, argv, flags, cwd, env, bwrap, cold_bwrap, group) -> WarmProcess:
+        command = script_command(argv, flags, cwd)
+        if command is None:
+            raise _Refused(f"not of the form {{python}} script.py ARGS ({shlex.join(argv)[:200]})")
+        script, script_argv = command
+        parent = self.parent(kind, flags, env, bwrap is not None)
+        holder_env, env = env, child_env(env, cwd, bwrap is not None)
+        why = parent.refusal()
+        if why is not None:
+            self._turn_off(kind, why)
+        shadowed = sorted(local_module_names(Path(os.path.realpath(script)).parent) & parent.top_level)
+        if shadowed:
+            raise _Refused(f"{Path(script).parent} holds module(s) {', '.join(shadowed)} that the warm parent "
+                           "has imported from elsewhere")
+        holder = _Holder(bwrap, cwd, holder_env) if bwrap is not None else None
+        request = {"mode": "sandbox" if holder else "plain", "script": script, "argv": script_argv,
+                   "orig_argv": argv, "cwd": str(cwd), "env": env, "ns_pid": holder.pid if holder else None,
+                   # what the sandbox's init shows in a cold start: bubblewrap, as the cold command runs it
+                   "init_argv": cold_bwrap, "init_env": holder_env,
+                   **(group.warm_entry() if group is not None else {})}
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        status_r, status_w = os.pipe()
+        try:
+            pid = parent.spawn(request, [out_w, err_w, status_w])
+        except (_Refused, OSError) as exc:
+            for fd in (out_r, err_r, status_r):
+                os.close(fd)
+            if holder:
+                holder.reap()
+            self._turn_off(kind, str(exc))
+        finally:
+            for fd in (out_w, err_w, status_w):
+                os.close(fd)
+        status = _StatusLines(status_r)
+        failure = self._await_start(status, holder)
+        if failure is not None:
+            # nothing of the command ran; whatever the mechanism wrote is not the command's output
+            for fd in (out_r, err_r):
+                os.close(fd)
+            while status.next(START_TIMEOUT_S) not in ("", None):
+                pass
+            status.close()
+            if holder:
+                holder.reap()
+            self._turn_off(kind, failure)
+        return WarmProcess(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), status, holder)
+
+    @staticmethod
+    def _await_start(status: _StatusLines, holder: _Holder | None) -> str | None:
+        while True:
+            line = status.next(START_TIMEOUT_S)
+            if line == "joined" and holder is not None:
+                holder.release()
+            elif line == "started":
+                return None
+            elif line is None:
+                return f"the child did not start within {START_TIMEOUT_S:g} s"
+            elif line.startswith("failed "):
+                return f"entering the step failed: {line[7:]}"
+            elif line == "" or line.startswith("exit "):
+                return f"the child ended before the command started ({line or 'killed'})"
+
+
+@lru_cache(maxsize=64)
+def _learned(folder: str, fingerprint: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((module, tuple(names)) for module, names in learn_imports(Path(folder)))
+
+
+def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidden: list[Path],
+             gpus: bool) -> WarmPool:
+    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones."""
+    declared = task.spec.warm
+    if declared is not None:
+        experiment = declared_imports(declared)
+    else:
+        experiment = [(m, list(n)) for m, n in _learned(str(task.workspace_dir), task.fingerprint)]
+    harness = [(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)]
+    pool = WarmPool(experiment, harness, experiment_optional=declared is None, logs=logs, log=log)
+    if declared == []:
+        pool.off["experiment"] = "the task declares warm: []"
+    if sandboxed:
+        try:
+            pool.trees = sandbox_trees(hidden, tuple(task.spec.sandbox.hide), gpus)
+        except package_data.ResourceError as exc:
+            # the step's own sandbox refuses to start for the same reason, in one line
+            pool.off["experiment"] = str(exc)
+    return pool

@@ -1,0 +1,628 @@
+"""A warm parent: an interpreter that has imported a task's heavy libraries and forks one child per command.
+
+Run as a script by ``pytest_fmlbench.isolation.warm`` (never imported): ``python [flags] warm_parent.py FD``,
+FD one end of a SOCK_SEQPACKET socket pair whose other end only the harness holds. It imports nothing
+of this package and no task or agent code, only the standard library and the modules the harness
+names. See ``warm``'s docstring for the design and the guarantees; this file is the mechanism.
+
+Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
+
+* harness -> parent, first: ``{"imports": [[module, [from-names]], ...], "optional": bool, "guard": {...}|null}``
+* parent -> harness: the ready report (what was imported, and what would make forking it unsafe)
+* harness -> parent, per command: ``{"mode": "sandbox"|"plain", "script", "argv", "orig_argv", "cwd", "env",
+  "ns_pid", "cgroup_procs", "rlimits"}`` with fds [stdout, stderr, status]
+* parent -> harness: ``{"pid": N}`` (the child's pid on the host) or ``{"error": "..."}``
+* on the status socket: ``joined`` (sandbox mode: the child is in the step's sandbox, whose holder the
+  harness may now let go), ``started`` (the next thing this process runs is the command's script),
+  ``failed REASON`` (the mechanism failed; no code of the command ran), ``exit CODE`` (as subprocess
+  reports it; in sandbox mode as bubblewrap reports its command's exit). The command itself never holds
+  the status socket: it could otherwise write any of these lines.
+"""
+
+import os
+import sys
+
+# this folder is not the command's: no module of it may be importable as a top-level name
+del sys.path[0]
+
+import ctypes  # noqa: E402
+import errno  # noqa: E402
+import gc  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+
+_CONTROL = int(sys.argv[1])
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+# the order matters: the user namespace first, whose capabilities allow joining the others
+_JOIN = (("user", CLONE_NEWUSER), ("mnt", CLONE_NEWNS), ("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS),
+         ("net", CLONE_NEWNET))
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE = 1, 2, 4, 8, 32, 4096, 8192
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class MechanismError(Exception):
+    """Entering the sandbox failed; no code of the command has run."""
+
+
+def _check(result, what):
+    if result != 0:
+        code = ctypes.get_errno()
+        raise MechanismError(f"{what}: {os.strerror(code)}")
+
+
+def _prctl(option, value):
+    _check(_LIBC.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
+
+
+# -- the guard: what importing may do in this process, which runs outside the sandbox ----------------
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_WRITES = {"os.mkdir", "os.rmdir", "os.remove", "os.rename", "os.link", "os.symlink", "os.chmod", "os.chown",
+           "os.truncate", "os.utime", "os.setxattr", "os.removexattr", "shutil.copyfile", "shutil.copymode",
+           "shutil.copystat", "shutil.copytree", "shutil.rmtree", "shutil.move", "shutil.make_archive",
+           "shutil.unpack_archive", "tempfile.mkstemp", "tempfile.mkdtemp"}
+_SPAWNS = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen",
+           "pty.spawn"}
+_NETWORK = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+            "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo"}
+_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so")
+
+
+def _under(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+class _Guard:
+    """An audit hook: while the libraries are imported, nothing may happen that the sandbox would have
+    answered differently. Reading an existing file outside the trees the sandbox shows (or a hidden data
+    file), listing such a folder, writing anything, starting a process or using the network is refused
+    (raised) and recorded; the harness then keeps this parent out of use. Audit hooks cannot be removed:
+    after the imports the hook returns at once (``active`` False), in this process and in every child."""
+
+    def __init__(self, spec):
+        self.active = spec is not None
+        self.read = tuple((spec or {}).get("read", ()))
+        self.masked = tuple((spec or {}).get("masked", ()))
+        self.ancestors = frozenset((spec or {}).get("ancestors", ()))
+        self.scratch = tuple((spec or {}).get("scratch", ()))
+        # files created in the sandbox's private scratch folders and not yet removed (tempfile checks
+        # that /tmp is writable by creating and removing a file: that leaves nothing behind)
+        self.created = set()
+        self.made = []
+        self.started = []
+        self.refused = []
+        self._busy = False
+
+    def __call__(self, event, args):
+        if not self.active or self._busy:
+            return
+        self._busy = True
+        try:
+            problem = self._problem(event, args)
+        finally:
+            self._busy = False
+        if problem:
+            self.refused.append(problem)
+            raise PermissionError(errno.EACCES, f"not while a warm parent imports: {problem}")
+
+    def _problem(self, event, args):
+        if event == "open":
+            path, mode, flags = (list(args) + [None, None, None])[:3]
+            if not isinstance(path, (str, bytes)):
+                return None  # an fd: opened earlier, under the guard
+            path = os.path.abspath(os.fsdecode(path))
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS)
+            fresh = (isinstance(mode, str) and "x" in mode) or (
+                isinstance(flags, int) and flags & os.O_CREAT and flags & os.O_EXCL)
+            if writes and fresh and any(_under(path, folder) and path != folder for folder in self.scratch):
+                self.created.add(path)
+                return None
+            if writes and (path == "/dev/null" or path in self.scratch):
+                # the null device; a scratch folder itself is no file to write: tempfile's named files
+                # announce the folder, their opener then creates the file (checked as above)
+                return None
+            unnamed = isinstance(flags, int) and flags & os.O_TMPFILE == os.O_TMPFILE
+            if unnamed and any(_under(path, folder) for folder in self.scratch):
+                return None  # a file without a name: it is gone when closed (and descriptors are checked)
+            if writes:
+                return f"writes {path}"
+            return None if self._readable(path) else f"reads {path}"
+        if event == "os.remove" and args and isinstance(args[0], (str, bytes)):
+            path = os.path.abspath(os.fsdecode(args[0]))
+            if path in self.created:
+                self.created.discard(path)
+                return None
+            return f"os.remove {path}"
+        if event in ("os.listdir", "os.scandir"):
+            path = os.path.abspath(os.fsdecode(args[0] if args and args[0] is not None else "."))
+            if not isinstance(args[0] if args else None, int) and not (
+                    self._readable(path) or path in self.ancestors):
+                return f"lists {path}"
+            return None
+        if event == "os.mkdir" and args and isinstance(args[0], (str, bytes)):
+            path = os.path.abspath(os.fsdecode(args[0]))
+            if any(_under(path, folder) and path != folder for folder in self.scratch) and os.path.isdir(
+                    os.path.dirname(path)):
+                # a cache folder in /tmp (torch's inductor makes one at import): it is made again in
+                # every child's own scratch folder, where a cold import would have made it
+                self.made.append([path, args[1] if len(args) > 1 and isinstance(args[1], int) else 0o777])
+                return None
+            return f"os.mkdir {path}"
+        if event in _WRITES:
+            return f"{event} {args[0] if args else ''}"
+        if event in _SPAWNS:
+            return self._spawn_problem(event, args)
+        if event in _NETWORK:
+            return f"uses the network ({event} {args[1:2] if len(args) > 1 else ''})"
+        return None
+
+    def _spawn_problem(self, event, args):
+        """A program of the trees the sandbox shows may run (ctypes.util.find_library runs gcc or ld at
+        import); its own reads and writes are its own, as a C extension's are. Any other is refused."""
+        if event == "os.fork":
+            return None
+        if event == "subprocess.Popen":
+            program = args[0] or (args[1][0] if isinstance(args[1], (list, tuple)) and args[1] else args[1])
+        else:
+            program = args[0] if args else None
+        if isinstance(program, (str, bytes)):
+            program = os.fsdecode(program)
+            if os.sep not in program:
+                import shutil
+
+                program = shutil.which(program) or program
+            if os.path.isabs(program) and any(_under(os.path.realpath(program), tree) for tree in self.read):
+                self.started.append(program)
+                return None
+        return f"starts a process ({event} {program!r})"
+
+    def _readable(self, path):
+        if not os.path.lexists(path):
+            return True  # absent here, absent there: the sandbox answers the same
+        real = os.path.realpath(path)
+        for candidate in {path, real}:
+            for folder in self.masked:
+                if _under(candidate, folder) and not (candidate != folder and candidate.endswith(_CODE_SUFFIXES)
+                                                       and os.path.isdir(folder)):
+                    return False
+        return any(_under(path, tree) for tree in self.read) and any(_under(real, tree) for tree in self.read)
+
+
+# -- start-up: import, then report what could make a fork unsafe ------------------------------------
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def _fd_targets(keep):
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in keep:
+            continue
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass  # the descriptor listdir itself used
+    return found
+
+
+def _mapped():
+    files, shared_writable, devices = set(), [], []
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.split(None, 5)
+            path = parts[5].strip() if len(parts) > 5 else ""
+            if path.startswith("/dev/nvidia"):
+                devices.append(path)
+            if "w" in parts[1] and parts[1].endswith("s"):
+                shared_writable.append(path or "[anonymous]")
+            # anonymous memory with a name (/memfd:..., /SYSV...) is no file the sandbox could hide
+            if path.startswith("/") and not path.endswith(" (deleted)") and os.path.isfile(path):
+                files.add(path)
+    return files, shared_writable, devices
+
+
+def _start(control):
+    config = json.loads(control.recv(1 << 20))
+    guard = _Guard(config.get("guard"))
+    sys.addaudithook(guard)
+    imported, skipped, failed = [], [], []
+    import importlib.util
+
+    for module, names in config["imports"]:
+        top = module.partition(".")[0]
+        try:
+            if config.get("optional") and importlib.util.find_spec(top) is None:
+                skipped.append(module)  # not installed: the command would not find it either
+                continue
+            __import__(module, fromlist=names or ())
+            imported.append(module)
+        except BaseException as exc:  # noqa: BLE001 - an import may raise anything, SystemExit included
+            failed.append(f"{module} failed: {type(exc).__name__}: {exc}"[:300])
+            break
+    guard.active = False
+    guard.refused += [f"left {path} behind" for path in sorted(guard.created)]
+    # the libraries' own thread pools (OpenBLAS) stop in their fork handlers; a thread that survives a
+    # fork keeps running in the parent only and leaves its locks and state torn in every child
+    probe = os.fork()
+    if probe == 0:
+        os._exit(0)
+    os.waitpid(probe, 0)
+    files, shared_writable, devices = _mapped()
+    read = tuple((config.get("guard") or {}).get("read", ()))
+    outside = []
+    if read:
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            # a relative __file__ names no file (torch.ops says "_ops.py")
+            if isinstance(path, str) and os.path.isabs(path) and not any(
+                    _under(os.path.realpath(path), tree) for tree in read):
+                outside.append(f"module {name} from {path}")
+        outside += [f"mapped file {path}" for path in sorted(files)
+                    if not any(_under(path, tree) for tree in read)]
+    report = {
+        "imported": imported, "skipped": skipped, "failed": failed, "refused": guard.refused[:20],
+        "threads": _threads(), "shared_writable": shared_writable[:20], "devices": sorted(set(devices))[:5],
+        "fds": [f"{fd} -> {target}" for fd, target in sorted(_fd_targets({0, 1, 2, control.fileno()}).items())],
+        "outside": outside[:20], "made": guard.made[:20], "started": guard.started[:20],
+        "top_level": sorted({name.partition(".")[0] for name in sys.modules}),
+    }
+    control.send(json.dumps(report).encode())
+    # the collector would walk (and so copy, page by page) every object of this image in every child,
+    # at its exit above all: what is here now lives as long as the child anyway (gc.freeze's purpose)
+    gc.collect()
+    gc.freeze()
+    return {sig: signal.getsignal(sig) for sig in _catchable()}, guard.made
+
+
+def _catchable():
+    return [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
+
+
+# -- serving: one fork per command ------------------------------------------------------------------
+
+
+class _Job:
+    """What a child runs once it is the command's process: returned to the top level of this script,
+    so that the command's exceptions and exit reach the interpreter as a script's would. It holds no
+    reference to the script's namespace: at exit the interpreter must find the command's objects only
+    in ``sys.modules["__main__"]``, which it clears (flushing a file left open, running __del__)."""
+
+    def __init__(self, source, filename):
+        self.source = source
+        self.filename = filename
+
+
+def _serve(control, dispositions, made):
+    poller = select.poll()
+    poller.register(control.fileno(), select.POLLIN)
+    children = {}  # pidfd -> (pid, status fd the parent reports the exit on, or None)
+    last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
+    while True:
+        for fd, _ in poller.poll():
+            if fd != control.fileno():
+                pid, status = children.pop(fd)
+                poller.unregister(fd)
+                os.close(fd)
+                _, wait_status = os.waitpid(pid, 0)
+                if status is not None:
+                    _report(status, f"exit {os.waitstatus_to_exitcode(wait_status)}")
+                    os.close(status)
+                continue
+            try:
+                message, fds, _, _ = socket.recv_fds(control, 1 << 20, 8)
+            except ConnectionResetError:
+                message, fds = b"", []
+            if not message:
+                os._exit(0)  # the harness is gone
+            request = json.loads(message)
+            stdout, stderr, status = fds
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:
+                poller = None
+                pidfds = list(children)
+                children = None
+                return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent)
+            pidfd = os.pidfd_open(pid)
+            control.send(json.dumps({"pid": pid}).encode())
+            os.close(stdout)
+            os.close(stderr)
+            if request["mode"] == "sandbox":
+                # the child reports its own exit: nothing the command chose ever comes back to this process
+                os.close(status)
+                status = None
+            children[pidfd] = (pid, status)
+            poller.register(pidfd, select.POLLIN)
+
+
+def _report(fd, line):
+    try:
+        os.write(fd, (line + "\n").encode())
+    except OSError:
+        pass  # the harness stopped listening: it has killed the step
+
+
+def _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent):
+    """In the forked child: become the command (plain mode), or enter the step's sandbox first.
+
+    Whatever goes wrong before the command's script starts is reported as ``failed`` and ends the
+    child: the harness then runs the command cold, so a fault of this mechanism never becomes the
+    command's failure.
+    """
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)  # the parent died before the line above
+        control.close()
+        for fd in pidfds:
+            os.close(fd)
+        os.setsid()
+        _join_limits(request)
+        if request["mode"] == "sandbox":
+            _enter_sandbox(request, stdout, stderr, status, last_cap)  # returns in the command's process only
+            for path, mode in made:
+                try:
+                    os.mkdir(path, mode)
+                except FileExistsError:
+                    pass
+        return _become(request, stdout, stderr, status, dispositions)
+    except BaseException as exc:  # noqa: BLE001 - anything before the script starts is the mechanism's
+        _report(status, f"failed {type(exc).__name__}: {exc}"[:500].replace("\n", " "))
+        os._exit(0)
+
+
+def _join_limits(request):
+    """The step's control group (its memory and process limits) or rlimits, before anything else starts."""
+    for procs in request.get("cgroup_procs") or ():
+        try:
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise MechanismError(f"cannot join the step's control group {procs}: {exc}") from None
+    import resource
+
+    for which, soft, hard in request.get("rlimits") or ():
+        resource.setrlimit(which, (soft, hard))
+
+
+def _enter_sandbox(request, stdout, stderr, status, last_cap):  # noqa: C901 - one sequence, in order
+    """Join the namespaces of the step's bubblewrap sandbox (built by the harness with the step's own
+    arguments), then make the command the second process of a fresh PID namespace, as bubblewrap does.
+
+    Three processes: this one stays outside (it reports the exit), the namespace's init (pid 1, reaps,
+    exits with the command's status, and with it everything the command left), and the command (pid 2).
+    """
+    holder = request["ns_pid"]
+    try:
+        # bubblewrap's covers over /proc (read-only binds of /proc/irq, /proc/bus, ...), to make again
+        # on the fresh /proc of the new PID namespace
+        with open(f"/proc/{holder}/mountinfo") as fh:
+            covers = [line.split()[4] for line in fh if line.split()[4].startswith("/proc/")]
+        namespaces = [(os.open(f"/proc/{holder}/ns/{name}", os.O_RDONLY), name, flag) for name, flag in _JOIN]
+    except OSError as exc:
+        raise MechanismError(f"the step's sandbox is gone: {exc}") from None
+    for fd, name, flag in namespaces:
+        _check(_LIBC.setns(fd, flag), f"setns({name})")
+        os.close(fd)
+    _report(status, "joined")
+    # a private copy of the sandbox's mounts, a new PID namespace for the next child, and a cgroup
+    # namespace rooted at the step's control group (bubblewrap's --unshare-cgroup-try)
+    _check(_LIBC.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWCGROUP), "unshare")
+    init = os.fork()
+    if init != 0:
+        os.close(stdout)
+        os.close(stderr)
+        # nothing left to do here that needs a privilege
+        _drop_privileges(last_cap)
+        _prctl(PR_SET_DUMPABLE, 0)
+        _, wait_status = os.waitpid(init, 0)
+        _report(status, f"exit {os.waitstatus_to_exitcode(wait_status)}")
+        os._exit(0)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()  # bubblewrap's --new-session: the init leads the session, the command inherits it
+    _fresh_proc(covers)
+    _drop_privileges(last_cap)
+    _prctl(PR_SET_DUMPABLE, 0)  # the init holds this parent's memory: no one may read or trace it
+    # signals from inside reach a namespace's init only when it handles them: it handles none
+    for sig in _catchable():
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    command = os.fork()
+    if command == 0:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        return
+    # what bubblewrap's init holds and shows: the step's output, its command line and environment
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    _close_all_but(())
+    init_argv = request.get("init_argv") or []
+    if init_argv:
+        _present(init_argv, request.get("init_env") or {}, os.path.basename(init_argv[0]))
+    while True:
+        pid, wait_status = os.wait()
+        if pid == command:
+            break
+    # bubblewrap's encoding: the command's code, or 128 + the signal that killed it
+    code = os.waitstatus_to_exitcode(wait_status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _fresh_proc(covers):
+    """/proc of the new PID namespace, with bubblewrap's read-only covers. The kernel lets a user
+    namespace mount proc only while a fully visible one is mounted: mount it aside, then swap."""
+    _check(_LIBC.mount(b"proc", b"/tmp", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount proc")
+    _check(_LIBC.umount2(b"/proc", MNT_DETACH), "umount /proc")
+    _check(_LIBC.mount(b"/tmp", b"/proc", None, MS_MOVE, None), "move /proc")
+    for path in covers:
+        target = path.encode()
+        if not os.path.exists(path):
+            continue
+        _check(_LIBC.mount(target, target, None, MS_BIND, None), f"bind {path}")
+        _check(_LIBC.mount(target, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                           None), f"remount {path}")
+
+
+def _drop_privileges(last_cap):
+    """bubblewrap's --cap-drop ALL and no_new_privs."""
+    for cap in range(last_cap + 1):
+        _LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _check(_LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_LIBC.capset(header, data), "capset")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+class _MmMap(ctypes.Structure):
+    """struct prctl_mm_map (linux/prctl.h)."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk", "start_stack",
+        "arg_start", "arg_end", "env_start", "env_end", "auxv")] + [
+        ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_uint32)]
+
+
+_LIBC.mmap.restype = ctypes.c_void_p
+_LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_LIBC.sbrk.restype = ctypes.c_void_p
+_LIBC.sbrk.argtypes = [ctypes.c_long]
+PR_SET_NAME, PR_SET_MM, PR_SET_MM_MAP = 15, 35, 14
+
+
+def _present(argv, env, name=None):
+    """Make /proc/self/cmdline, /proc/self/environ (and comm) what they would be had ``argv`` been
+    exec'd with ``env``: they show the memory the kernel was told holds them, which for a fork is the
+    parent's. PR_SET_MM_MAP moves them to a fresh mapping that is never unmapped; it needs no privilege."""
+    args = b"".join(os.fsencode(a) + b"\0" for a in argv)
+    envs = b"".join(os.fsencode(f"{k}={v}") + b"\0" for k, v in env.items())
+    size = max(len(args) + len(envs), 1)
+    address = _LIBC.mmap(None, size, 3, 0x22, -1, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS
+    if address in (None, ctypes.c_void_p(-1).value):
+        raise MechanismError("mmap for the command line failed")
+    ctypes.memmove(address, args, len(args))
+    ctypes.memmove(address + len(args), envs, len(envs))
+    with open("/proc/self/stat", "rb") as fh:
+        fields = fh.read().rsplit(b") ", 1)[1].split()
+    with open("/proc/self/auxv", "rb") as fh:
+        auxv = ctypes.create_string_buffer(fh.read())
+
+    def field(number):  # proc(5) numbers them from 1, pid and comm being 1 and 2
+        return int(fields[number - 3])
+
+    layout = _MmMap(start_code=field(26), end_code=field(27), start_data=field(45), end_data=field(46),
+                    start_brk=field(47), brk=_LIBC.sbrk(0), start_stack=field(28), arg_start=address,
+                    arg_end=address + len(args), env_start=address + len(args), env_end=address + len(args) + len(envs),
+                    auxv=ctypes.addressof(auxv), auxv_size=len(auxv.raw) - 1, exe_fd=0xFFFFFFFF)
+    _check(_LIBC.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.c_ulong(ctypes.addressof(layout)),
+                       ctypes.c_ulong(ctypes.sizeof(layout)), 0), "prctl(PR_SET_MM_MAP)")
+    if name is not None:
+        _check(_LIBC.prctl(PR_SET_NAME, ctypes.c_char_p(os.fsencode(name)[:15]), 0, 0, 0), "prctl(PR_SET_NAME)")
+
+
+def _close_all_but(keep):
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _become(request, stdout, stderr, status, dispositions):
+    """This process is the command from here on: what a fresh interpreter running the script would hold."""
+    _prctl(PR_SET_DUMPABLE, 1)
+    os.chdir(request["cwd"])
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    for fd in {null, stdout, stderr} - {0, 1, 2}:
+        os.close(fd)
+    _close_all_but((status,))
+    for sig, handler in dispositions.items():
+        try:
+            signal.signal(sig, handler)
+        except (OSError, ValueError, TypeError):
+            pass
+    os.environ.clear()
+    os.environ.update(request["env"])
+    _present(request["orig_argv"], request["env"])
+    script = request["script"]
+    sys.argv[:] = request["argv"]
+    sys.orig_argv[:] = request["orig_argv"]
+    sys.path[0:0] = [os.path.dirname(os.path.realpath(script))]
+    # The import system's finders cached this parent's listing of every folder on sys.path. They stay
+    # right here: a finder lists its folder again whenever the folder's mtime changed, and a folder
+    # the sandbox shows differently (a masked data folder, a parent of the bound trees) is another
+    # folder with another mtime there. Cleared, every lazy import would list them all again.
+    import linecache
+
+    linecache.clearcache()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        # seeded from the OS once, at import: every child would draw the same "random" numbers
+        numpy_random.seed()
+    try:
+        with io.open_code(script) as fh:
+            source = fh.read()
+    except OSError as exc:
+        sys.stderr.write(f"{request['orig_argv'][0]}: can't open file {script!r}: [Errno {exc.errno}] {exc.strerror}\n")
+        sys.stderr.flush()
+        os._exit(2)
+    import builtins
+    import importlib.machinery
+    import types
+
+    main = types.ModuleType("__main__")
+    namespace = main.__dict__
+    namespace.update(__package__=None, __loader__=importlib.machinery.SourceFileLoader("__main__", script),
+                     __spec__=None, __annotations__={}, __builtins__=builtins, __file__=script, __cached__=None)
+    sys.modules["__main__"] = main
+    _report(status, "started")
+    os.close(status)
+    return _Job(source, script)
+
+
+def _main():
+    # the children's memory is a copy of this process: no one else may read or trace it
+    _prctl(PR_SET_DUMPABLE, 0)
+    control = socket.socket(fileno=_CONTROL)
+    dispositions, made = _start(control)
+    return _serve(control, dispositions, made)
+
+
+_job = _main()
+# only a child that became a command gets here
+try:
+    exec(compile(_job.source, _job.filename, "exec", dont_inherit=True), sys.modules["__main__"].__dict__)
+except BaseException as _exc:
+    # the command's traceback starts in its script, as it would in a fresh interpreter
+    if _exc.__traceback__ is not None and _exc.__traceback__.tb_frame.f_code.co_filename == __file__:
+        _exc.__traceback__ = _exc.__traceback__.tb_next
+    raise
