@@ -12,6 +12,19 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 * ``test_lite_random_search``: ``--agent=random-search --steps=10`` on every ``lite`` task, one task at
   a time, warm then ``--cold-start``, each a fresh run (prepare, 10 steps, final validation and test).
   Target: the warm session at least 3 times faster than the cold one.
+
+Measured once (2 cores shared with other work; both tests in one session, 67 min), neither target met:
+
+* fairness step (load average 8.4): warm 2.30 s a step of which 1.21 s compute (start-up and harness
+  48.6%), cold 13.28 s of which 1.04 s compute (92.3%): warm steps 5.8 times faster. What is left is
+  mostly the interpreter's exit (a fork's finalization copies, page by page, the ~70 MB of the parent
+  it touches: 0.15-0.25 s per command) and the step's bubblewrap sandbox (~40 ms per experiment).
+* lite random search (load average from 8.0 down to 1.1 while it ran, so per-task pairs are noisy): warm
+  1788 s, cold 2143 s, 1.2 times. Per task, warm/cold in s: continual_learning_pycil 363.5/450.2,
+  data_efficiency_usb 532.7/553.2, generalization_domainbed 107.5/196.9, generalization_domainbed_officehome
+  478.8/384.8 (the warm session ran under the higher load), privacy_opacus 74.0/228.0, privacy_privacymeter
+  60.4/93.9, robustness_and_reliability_art 127.6/151.8, robustness_openood 43.6/84.1. These steps spend
+  tens of seconds training: start-up is a small part of them, so 3x cannot come from start-up alone.
 """
 
 import json
@@ -132,6 +145,8 @@ def test_lite_random_search(benchmark, tmp_path):
         for task in LITE:
             walls["warm"][task] = _session(tmp_path / "warm", task)
             walls["cold"][task] = _session(tmp_path / "cold", task, "--cold-start")
+            print(f"\n[lite random search] {task}: warm {walls['warm'][task]:.1f} s, cold {walls['cold'][task]:.1f} s, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
 
     benchmark.pedantic(both, rounds=1, iterations=1)
     for task in LITE:
