@@ -26,6 +26,29 @@ RESUMED_PROPERTY = "fmlbench_resumed_after_step"
 NO_AGENT = "no --agent given: benchmark tasks run only with --agent=NAME"
 
 
+def leave_out_unchosen_full_tasks(config: pytest.Config, items: list[pytest.Item]) -> int:
+    """Without an explicit choice the small profile runs: full-profile items need data and GPUs.
+
+    A full-profile item stays when the user chose it: a marker expression (``-m full``, ``-m lite``: the
+    expression then decides), a keyword expression naming ``full`` or a path inside a ``full/`` folder.
+    Returns how many were left out (reported as deselected, as ``-m`` would).
+    """
+    if config.getoption("markexpr", "") or "full" in (config.getoption("keyword", "") or ""):
+        return 0
+    chosen_paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    left_out, kept = [], []
+    for item in items:
+        task = getattr(item, "task", None)
+        is_full = task is not None and task.spec.profile == "full"
+        # the full folder itself or its task.yaml named on the command line (not a folder above it)
+        named = is_full and any(path == item.path or item.path in path.parents for path in chosen_paths)
+        (left_out if is_full and not named else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+    return len(left_out)
+
+
 class BenchmarkFailure(Exception):
     """A benchmark outcome that fails the item (integrity, constraint, no test result); one line."""
 

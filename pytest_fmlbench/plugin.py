@@ -9,7 +9,8 @@ import pytest
 from . import devices, junit, schedule
 from .progress import LiveDisplay
 from .compare.gate import SessionGate
-from .collect import BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory
+from .collect import (BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory,
+                      leave_out_unchosen_full_tasks)
 from .options import BenchConfig, add_options
 from .report import load_runs, render, write_csvs
 from .reports import summary
@@ -58,6 +59,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    leave_out_unchosen_full_tasks(config, items)
     bench = config.stash.get(BENCH_KEY, None)
     if bench is not None:
         schedule.longest_first(items, bench.settings.steps, bench.settings.out_dir)

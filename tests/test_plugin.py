@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import junit_props, load_record
+from conftest import REPO, junit_props, load_record
 
 REQUIRED_PROPERTIES = {
     "task", "agent", "model", "provider", "seed", "steps", "baseline_val", "baseline_test", "best_val",
@@ -33,6 +33,26 @@ def test_selection_by_keyword_and_markers(pytester, toy, bench, selector):
     result = bench("--collect-only", "-q", "--strict-markers", "--agent=baseline", *selector, "toy_task")
     result.stdout.fnmatch_lines(["toy_task::toy_task[[]seed0]"])
     assert bench("--collect-only", "-q", "--agent=baseline", "-m", "privacy", "toy_task").ret == 5
+
+
+@pytest.mark.parametrize("selection, collected", [
+    ([], ["privacy_opacus[seed0]"]),
+    (["-k", "privacy"], ["privacy_opacus[seed0]"]),
+    (["-m", "small"], ["privacy_opacus[seed0]"]),
+    (["-m", "full"], ["privacy_opacus_full[seed0]"]),
+    (["-m", "lite"], ["privacy_opacus[seed0]", "privacy_opacus_full[seed0]"]),
+    (["-k", "privacy_opacus_full"], ["privacy_opacus_full[seed0]"]),
+    (["task_suites/privacy_opacus/full"], ["privacy_opacus_full[seed0]"]),
+])
+def test_full_profile_tasks_run_only_when_chosen(pytester, bench, selection, collected):
+    # a full twin needs its data and a GPU: `pytest --agent=aide -k privacy` must not error on a laptop
+    shutil.copytree(REPO / "task_suites" / "privacy_opacus", pytester.path / "task_suites" / "privacy_opacus",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    paths = [arg for arg in selection if arg.startswith("task_suites")] or ["task_suites"]
+    options = [arg for arg in selection if not arg.startswith("task_suites")]
+    result = bench("--collect-only", "-q", "--agent=baseline", *options, *paths)
+    listed = sorted(line.rsplit("::", 1)[1] for line in result.stdout.lines if "::" in line)
+    assert listed == collected, result.stdout.str()
 
 
 def test_without_agent_items_are_skipped_with_a_reason(pytester, toy, bench):
