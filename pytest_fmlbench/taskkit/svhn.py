@@ -14,7 +14,7 @@ import numpy as np
 
 SIDE = 32
 # the fixture: a few batches of far-OOD inputs for a smoke run's test
-FIXTURE_IMAGES = 40
+FIXTURE_IMAGES = 20
 HEADER_TEXT = 116  # a MATLAB 5 file opens with 116 bytes of text
 FIXTURE_HEADER = b"MATLAB 5.0 MAT-file, pytest-fmlbench SVHN fixture"
 

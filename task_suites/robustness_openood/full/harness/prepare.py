@@ -8,7 +8,7 @@ those 3,000; split_config.json cuts it into train and val. The val OOD set is CI
 ``RandomState(42).permutation``.
 
 --split val : the visible pool (images + labels) and the val OOD images into WORKSPACE/data/; the pool's size
-              and the OOD count into PRIVATE (at --scale smoke, only the first 32 CIFAR-100 images).
+              and the OOD count into PRIVATE (at --scale smoke, only the first 16 CIFAR-100 images).
 --split test: the hidden ID images and the SVHN images, mixed in an order drawn afresh from the operating
               system's entropy (a published seed would give away which is which), into OUT/test_images.npy;
               which is which into PRIVATE only.
@@ -29,7 +29,7 @@ CIFAR100 = ("cifar-100-python", "cifar-100-python.tar.gz")
 SVHN_TEST = ("svhn-test-32x32", "test_32x32.mat")
 VISIBLE_FRACTION, SPLIT_SEED = 0.3, 42
 SVHN_COUNT, SVHN_SEED = 5000, 42
-SMOKE_VAL_OOD = 32
+SMOKE_VAL_OOD = 16
 
 
 def visible_and_hidden(n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -43,7 +43,7 @@ CHECKPOINT = Path("model_checkpoint")
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
 REQUIRED = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "lr_milestones", "lr_gamma")
 SCORE_BATCH = 256
-SMOKE_BATCHES, SMOKE_BATCH = 2, 16
+SMOKE_BATCHES, SMOKE_BATCH = 2, 8
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
