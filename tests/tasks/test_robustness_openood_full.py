@@ -1,6 +1,6 @@
-"""robustness_openood_full: FML-bench's Robustness_openood spec, splits and FPR95, SVHN's file format, its smoke
-run offline, the test's ID/OOD marks and the data cache out of agent code's reach, and its data fetch failing
-closed."""
+"""robustness_openood_full: FML-bench's Robustness_openood spec, splits and FPR95, its smoke run offline, the
+test's secret mixing order, its ID/OOD marks and the data cache out of agent code's reach, and its data fetch
+failing closed."""
 
 import importlib
 import json
@@ -136,28 +136,6 @@ def test_fpr95_is_the_originals_and_ties_pass_together(harness):
     scores = np.r_[np.ones(100), np.ones(100)]
     assert evaluate.fpr_at_95_tpr(is_id, scores) == 1.0
     assert evaluate.fpr_at_95_tpr(is_id[::-1].copy(), scores) == 1.0
-
-
-def test_the_svhn_fixture_reads_as_torchvision_reads_svhn(tmp_path):
-    """The fixture in SVHN's format: torchvision's own SVHN dataset (its integrity check aside) sees our images."""
-    from torchvision.datasets import SVHN
-
-    path = tmp_path / "test_32x32.mat"
-    svhn.write_fixture(path)
-    first = path.read_bytes()
-    svhn.write_fixture(path)
-    assert path.read_bytes() == first  # deterministic bytes: a stable fixture stamp
-
-    class Unchecked(SVHN):
-        def _check_integrity(self) -> bool:
-            return True
-
-    theirs = Unchecked(str(tmp_path), split="test")
-    images, labels = svhn.read(path)
-    assert len(theirs) == len(images) == svhn.FIXTURE_IMAGES
-    for i in (0, 7, len(images) - 1):
-        image, label = theirs[i]
-        assert np.array_equal(np.asarray(image), images[i]) and label == labels[i]
 
 
 def test_the_test_inputs_come_mixed_in_a_secret_order(tmp_path, harness):
