@@ -15,6 +15,7 @@ import numpy as np
 
 # the other formats, one module each (reader and fixture side by side); named here for task.yaml's `fixture`
 from .mnist import write_fixture as mnist_npz  # noqa: F401  (Keras's mnist.npz)
+from .svhn import write_fixture as svhn_test_mat  # noqa: F401  (SVHN's test_32x32.mat)
 
 PER_BATCH = 40  # CIFAR-10: 5 training batches of 40 and a test batch of 40
 
