@@ -36,7 +36,8 @@ def test_the_fixture_reads_in_imagefolders_order_and_is_reproducible(tmp_path):
     fixtures.office_home_zip(archive)
     envs = officehome.environments(archive)
     assert [env.name for env in envs] == list(officehome.DOMAINS)  # Art is environment 0
-    assert all(len(env.classes) == 65 and len(env.members) == 65 * officehome.FIXTURE_PER_CLASS for env in envs)
+    assert all(len(env.classes) == officehome.FIXTURE_CLASSES
+               and len(env.members) == officehome.FIXTURE_CLASSES * officehome.FIXTURE_PER_CLASS for env in envs)
     assert as_tuples(archive) == unpacked_order(archive, tmp_path / "unpacked")
     fixtures.office_home_zip(tmp_path / "again.zip")
     assert (tmp_path / "again.zip").read_bytes() == archive.read_bytes()
