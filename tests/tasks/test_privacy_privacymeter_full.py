@@ -95,6 +95,16 @@ def test_the_spec_is_the_originals():
     assert harness_module("evaluate").LIMITS == {"val": (0.0, 0.0, 0.610), "test": (0.02, 0.005, 0.600)}
 
 
+def test_the_originals_constraints_bind_at_full_scale_only():
+    constraints = harness_module("evaluate").constraints
+    quiet, loud = {"TPR@0.1%FPR": 0.0, "TPR@0.0%FPR": 0.0}, {"TPR@0.1%FPR": 0.01, "TPR@0.0%FPR": 0.004}
+    ok = lambda *args: [c.ok for c in constraints(*args)]  # noqa: E731
+    assert ok("val", "full", quiet, 0.610) == [True, True]
+    assert ok("val", "full", loud, 0.605) == [False, False]  # val is strict, as the original's postprocess.py
+    assert ok("test", "full", loud, 0.605) == [True, True]  # the test tolerates a little
+    assert ok("test", "full", {"TPR@0.1%FPR": 0.0, "TPR@0.0%FPR": 0.006}, 0.599) == [False, False]
+    assert ok("val", "smoke", loud, 0.1) == [True, True]
+
 def test_members_non_members_and_the_audits_are_disjoint_halves():
     protocol = harness_module("protocol")
     carving = protocol.carve(50_000, "full")

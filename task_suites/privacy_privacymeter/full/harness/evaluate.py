@@ -54,14 +54,17 @@ def query(model: AuditedModel, images: np.ndarray, device: torch.device) -> torc
 
 def constraints(split: str, scale: str, attack: dict[str, float], accuracy: float) -> list[ConstraintOutcome]:
     tpr01, tpr0, floor = LIMITS[split] if scale == "full" else NOT_BINDING
-    note = "" if scale == "full" else f" (smoke scale: not binding; at full scale {LIMITS[split]})"
+    full01, full0, full_floor = LIMITS[split]
+    leak_note, floor_note = ("", "") if scale == "full" else (
+        f" (smoke scale: not binding; at full scale <= {full01} and <= {full0})",
+        f" (smoke scale: not binding; at full scale >= {full_floor})")
     return [
         ConstraintOutcome(name="low_fpr_leakage", ok=attack["TPR@0.1%FPR"] <= tpr01 and attack["TPR@0.0%FPR"] <= tpr0,
                           value=attack["TPR@0.1%FPR"], limit=tpr01,
                           detail=f"TPR@0.1%FPR {attack['TPR@0.1%FPR']:.4f} must be <= {tpr01} and TPR@0.0%FPR "
-                                 f"{attack['TPR@0.0%FPR']:.4f} <= {tpr0}{note}"),
+                                 f"{attack['TPR@0.0%FPR']:.4f} <= {tpr0}{leak_note}"),
         ConstraintOutcome(name="utility_floor", ok=accuracy >= floor, value=accuracy, limit=floor,
-                          detail=f"test_acc {accuracy:.4f} must be >= {floor}{note}"),
+                          detail=f"test_acc {accuracy:.4f} must be >= {floor}{floor_note}"),
     ]
 
 

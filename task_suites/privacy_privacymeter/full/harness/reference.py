@@ -64,7 +64,8 @@ def logits(forward, images: np.ndarray, device: torch.device, batch: int) -> tor
 def true_label_probability(logits_: torch.Tensor, labels: np.ndarray) -> np.ndarray:
     """privacy meter's signal (get_softmax at temperature 1): the softmax probability of the true label, float32."""
     shifted = torch.exp(logits_ - logits_.max(dim=1, keepdim=True).values)
-    return (shifted.gather(1, torch.from_numpy(labels).reshape(-1, 1)) / shifted.sum(dim=1, keepdim=True)).numpy().ravel()
+    true = shifted.gather(1, torch.from_numpy(labels).reshape(-1, 1))
+    return (true / shifted.sum(dim=1, keepdim=True)).numpy().ravel()
 
 
 def module_signals(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, device: torch.device) -> np.ndarray:

@@ -51,7 +51,8 @@ def tune_offline_a(target: int, signals: np.ndarray, population: np.ndarray, tra
     pair = paired(target)
     best_a, best_auc = np.float64(0.0), 0.0
     for a in np.arange(0, 1.1, 0.1):
-        fpr, tpr, _ = roc_curve(trained_on[:, pair].ravel(), run_rmia(pair, signals, population, trained_on, 1, a).ravel())
+        scores = run_rmia(pair, signals, population, trained_on, 1, a)
+        fpr, tpr, _ = roc_curve(trained_on[:, pair].ravel(), scores.ravel())
         value = auc(fpr, tpr)
         if value > best_auc:
             best_a, best_auc = a, value
