@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,11 +68,17 @@ class MyAgent(Agent):
 
 
 def harness_module(name: str):
-    sys.path.insert(0, str(FULL / "harness"))
+    """One of the harness's modules, imported as the harness does; its generic names (protocol, evaluate...)
+    are taken out of sys.modules again, for other tasks' tests that import their own."""
+    harness = FULL / "harness"
+    sys.path.insert(0, str(harness))
     try:
         return importlib.import_module(name)
     finally:
-        sys.path.remove(str(FULL / "harness"))
+        sys.path.remove(str(harness))
+        for loaded in [key for key, module in sys.modules.items() if getattr(module, "__file__", None)
+                       and Path(module.__file__).parent == harness]:
+            del sys.modules[loaded]
 
 
 def workspace_driver():
