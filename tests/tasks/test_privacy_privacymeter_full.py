@@ -169,7 +169,8 @@ def test_the_exported_model_runs_without_its_code_and_unsafe_graphs_are_refused(
     first = graph["nodes"][0]
     for op, reason in [("aten.from_file.default", "argument filename"), ("aten.add_.Tensor", "writes to its arguments"),
                        ("aten.empty.memory_format", "uninitialised memory"), ("builtins.open", "not an ATen operator"),
-                       ("aten.no_such_op.default", "not an ATen operator of this torch")]:
+                       ("aten.no_such_op.default", "not an ATen operator of this torch"),
+                       ("aten.__class__.mro", "not an ATen operator of this torch")]:
         (tmp_path / "model_graph.json").write_text(json.dumps({**graph, "nodes": [{**first, "op": op}, *graph["nodes"][1:]]}))
         with pytest.raises(graphs.GraphError, match=re.escape(reason)):
             graphs.AuditedModel(tmp_path, torch.device("cpu"))

@@ -51,9 +51,11 @@ def _allowed(name: str) -> torch._ops.OpOverload:
     if "empty" in op_name:  # uninitialised memory: whatever the process held before
         raise GraphError(f"{name} is not allowed (it reads uninitialised memory)")
     try:
-        op = getattr(getattr(torch.ops.aten, op_name), overload)
+        op = None if op_name.startswith("__") else getattr(getattr(torch.ops.aten, op_name), overload)
     except (AttributeError, RuntimeError):
-        raise GraphError(f"{name} is not an ATen operator of this torch") from None
+        op = None
+    if not isinstance(op, torch._ops.OpOverload):
+        raise GraphError(f"{name} is not an ATen operator of this torch")
     schema = op._schema
     if schema.is_mutable:
         raise GraphError(f"{name} is not allowed (it writes to its arguments)")
