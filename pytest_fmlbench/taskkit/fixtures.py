@@ -70,6 +70,13 @@ def domainbed_repo(path: Path) -> None:
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "domainbed", "DomainBed stand-in")
 
 
+def privacy_meter_repo(path: Path) -> None:
+    """A repository in privacy meter's layout with a stand-in of the files its task uses (``standins/privacy_meter``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "privacy_meter", "privacy meter stand-in")
+
+
 def cifar100_python(path: Path) -> None:
     """``cifar-100-python.tar.gz``: ``cifar-100-python/{train,test,meta}``, 10 training and 3 test images per class."""
     rng = np.random.default_rng(100)
