@@ -65,6 +65,8 @@ def current_code(files: dict[str, str], order: list[str]) -> str:
 class AutoresearchOptions(EditorOptions, LoopErrorOptions):
     max_debug_retries: int = Field(3, ge=1, description="consecutive crashed runs of an idea (its own included) "
                                    "before it is given up, as the port counts them")
+    max_stderr_output: int = Field(1500, ge=1, description="characters of a crashed run's stderr (its tail) a debug "
+                                   "retry is shown")
     debug_from: Literal["incumbent", "crashed"] = Field(
         "incumbent", description="code a debug retry edits: the incumbent, as the port; 'crashed' as upstream")
     idea_temperature: float | None = Field(0.75, ge=0, le=2, description="temperature of the idea calls, the "
@@ -151,7 +153,7 @@ class Climber:
             line.consecutive_crashes += 1
             if line.consecutive_crashes < self.o.max_debug_retries:
                 line.pending_debug = True
-                line.last_error = tail(run_error(record))
+                line.last_error = tail(run_error(record), self.o.max_stderr_output)
                 line.crashed_step = record.step
                 return {"decision": "crash", "next": "debug retry", "crashes_in_a_row": line.consecutive_crashes}
             restore(self.s, line.files)
