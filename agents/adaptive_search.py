@@ -383,7 +383,9 @@ class _Search:
         vector = self.signals.vector(self.s.files_of(record.step))
         if vector is not None:
             branch.vectors.append(vector)
-        self.journal.append(Entry(branch.id, record.step, decision["decision"], record.metric, record.idea or ""))
+        # a crash shows as CRASH, even a run that wrote a metric before it failed (agent.py 1062-1068)
+        metric = None if decision["decision"] == "crash" else record.metric
+        self.journal.append(Entry(branch.id, record.step, decision["decision"], metric, record.idea or ""))
         self.next_branch = (self.next_branch + 1) % len(self.branches)
 
     def rule_prefix(self, r: dict[str, Any]) -> str:

@@ -450,8 +450,14 @@ class _TreeSearch:
             prompt += f"Error output:\n```\n{node.error}\n```\n\n"
         prompt += ("If there is a bug, summarise it and propose a fix. Otherwise summarise the findings in 2-3 "
                    "sentences.")
-        return self._ask("You are an experienced AI researcher judging experiment results.", prompt,
-                         "analysis", lambda exc: f"Analysis failed: {exc}").strip()[:500]
+        messages = [{"role": "system", "content": "You are an experienced AI researcher judging experiment results."},
+                    {"role": "user", "content": prompt}]
+        try:
+            text = self.s.llm.complete(messages, temperature=self.o.feedback_temperature,
+                                       max_output_tokens=self.feedback_tokens, purpose="analysis").text
+        except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut (925-926)
+            return f"Analysis failed: {exc}"
+        return text.strip()[:500]
 
     def memory(self) -> str:
         """The LLM-written summary of this stage's experiments, re-written only when a node was added."""

@@ -32,6 +32,7 @@ from pydantic import Field
 from pytest_fmlbench.agentkit import (
     Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail,
 )
+from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
@@ -73,7 +74,8 @@ class AutoresearchOptions(EditorOptions, LoopErrorOptions):
                                            "port's default (its llm.py); none = the provider's")
     edit_temperature: float | None = Field(None, ge=0, le=2, description="temperature of the edit calls; "
                                            "none = the provider's default, as the port")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the editor calls; the "
+                                   "idea calls ask for at most 8192, as the port's llm.py")
 
 
 @dataclass
@@ -131,8 +133,8 @@ class Climber:
         else:
             system, user = idea_prompt()
             idea = complete_or(s, [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                               lambda exc: FALLBACK_IDEA, temperature=self.o.idea_temperature,
-                               max_output_tokens=self.o.max_output_tokens, purpose="idea").strip()
+                               lambda exc: FALLBACK_IDEA, temperature=self.o.idea_temperature, purpose="idea",
+                               max_output_tokens=min(PORT_LLM_MAX_OUTPUT_TOKENS, self.o.max_output_tokens)).strip()
             line.last_idea = idea
             restore(s, line.files)
             reply = self.editor.request(idea, line.files, purpose=action)

@@ -26,6 +26,7 @@ from pytest_fmlbench.scoring import process_metrics
 # purpose -> the temperature the port sends (None: none at all)
 EDIT = None
 PORT = 0.75
+EDITOR_LIMIT, PORT_LIMIT = 16384, 8192  # reply limits of the editor's calls and of the port's llm.py
 TEMPERATURES = [
     ("aide", lambda: ToyCoder(drafts=("bug", "ok")), {"num_drafts": 1, "debug_prob": 1.0},
      {"draft": EDIT, "debug": EDIT, "improve": EDIT, "analysis": PORT}),
@@ -56,6 +57,12 @@ def test_temperatures_are_the_ports(run_agent, fake_llm, agent, model, options, 
     # and on the wire: a temperature goes out exactly with the calls that have one
     on_wire = sorted(str(seen.body.get("temperature")) for seen in fake_llm.completions)
     assert on_wire == sorted(str(call["request"]["temperature"]) for call in run.ledger())
+    # reply limits: the port's own calls ask for llm.py's MAX_NUM_TOKENS = 8192 (llm.py 14); its editor sends
+    # none, ours caps it at max_output_tokens (16384 by default: a difference the README names)
+    limits = {}
+    for call in run.ledger():
+        limits.setdefault(call["purpose"], set()).add(call["request"]["max_output_tokens"])
+    assert limits == {p: {EDITOR_LIMIT if expected[p] is EDIT else PORT_LIMIT} for p in limits}
 
 
 def failing(model, is_target, attempts: int = 5):
