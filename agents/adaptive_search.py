@@ -51,7 +51,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from pytest_fmlbench.agentkit import Agent, metric_line
+from pytest_fmlbench.agentkit import Agent, metric_line, task_context
 from pytest_fmlbench.agentkit.loop import caught_in_loop
 from pytest_fmlbench.scoring.metrics import scale, scored_direction, transform_value
 from pytest_fmlbench.session import Session
@@ -429,7 +429,7 @@ class _Search:
         line = branch.line
         parts = ["You are an autonomous ML researcher. Your goal is to propose the next experimental idea to "
                  "improve the ML algorithm.\n",
-                 "## Task Description\n" + self.s.task.description.strip(),
+                 "## Task Description\n" + task_context(self.s),
                  "\n## Baseline Results\n" + metric_line(self.s, self.s.task.baseline.val, "Baseline")]
         if line.metric is not None:
             parts.append("\n## Current Best Metric (this branch)\n" + metric_line(self.s, line.metric, "Branch Best"))

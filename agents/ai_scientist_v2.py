@@ -44,7 +44,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from pytest_fmlbench.agentkit import Agent, tail
+from pytest_fmlbench.agentkit import Agent, tail, task_context
 from pytest_fmlbench.agentkit.editing import (
     DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
 )
@@ -443,7 +443,7 @@ class _TreeSearch:
         prompt = (
             "You wrote code for a research experiment and it was run; now judge the output of that run. "
             "Analyse it, decide whether there were bugs, and summarise the findings.\n\n"
-            f"## Task\n{task.description.strip()}\n\n## Plan\n{node.plan[:500]}\n\n"
+            f"## Task\n{task_context(self.s)}\n\n## Plan\n{node.plan[:500]}\n\n"
             f"## Execution result\nSuccess: {not node.buggy}\nPrimary metric ({task.metric.key}): {value}\n"
         )
         if node.error:

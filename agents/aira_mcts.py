@@ -45,7 +45,7 @@ from typing import Literal
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
-    Agent, CodeEditor, EditorOptions, EditReply, metric_line, restore, run_error,
+    Agent, CodeEditor, EditorOptions, EditReply, metric_line, restore, run_error, task_context,
 )
 from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS, port_value
 from pytest_fmlbench.llm.errors import LLMCallError
@@ -303,7 +303,7 @@ class _Search:
 
     # -- analysis (no step) ---------------------------------------------------------------------
     def analyse(self, node: Node) -> str:
-        prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{self.s.task.description.strip()}\n\n"
+        prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{task_context(self.s)}\n\n"
                   f"Action: {node.action}\nPlan: {node.plan[:300]}\n"
                   f"{metric_line(self.s, node.metric, 'Execution result')}\n"
                   f"Success: {not node.buggy}\nError: {node.error[:300]}\n\n"

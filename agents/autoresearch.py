@@ -14,7 +14,8 @@ As in the port, the incumbent starts as the baseline code at the task's recorded
 value (upstream's first run re-measures the baseline; here no step is spent on it), and a debug retry
 edits the incumbent, told what was intended and how it crashed (``debug_from=incumbent``). Upstream
 Autoresearch fixes the crashed code itself: ``debug_from=crashed``. The idea call costs no step (at
-the port's temperature, 0.75); a failed edit still runs (the incumbent, unchanged) and costs its step.
+the port's temperature, 0.75, and at most 8,192 tokens, as its llm.py); a failed edit still runs (the
+incumbent, unchanged) and costs its step.
 An idea call that fails after its retries gives the port's stand-in idea (``FALLBACK_IDEA``); an edit
 call that fails is a failed edit. An exception inside the loop ends it, and the run goes on to its final
 test on the best code so far, as the port's ``except Exception`` does (recorded in the run's
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
-    Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail,
+    Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail, task_context,
 )
 from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
@@ -192,7 +193,7 @@ class Climber:
     def idea_prompt(self, line: Line) -> tuple[str, str]:
         parts = ["You are an autonomous ML researcher. Your goal is to propose the next experimental idea to "
                  "improve the ML algorithm.\n",
-                 "## Task Description\n" + self.s.task.description.strip(),
+                 "## Task Description\n" + task_context(self.s),
                  "\n## Baseline Results\n" + metric_line(self.s, self.s.task.baseline.val, "Baseline")]
         if line.metric is not None:
             parts.append("\n## Current Best Metric\n" + metric_line(self.s, line.metric, "Current Best"))
