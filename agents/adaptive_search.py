@@ -14,8 +14,8 @@ Phase 2: by the steps left, no branch (<= ``branch_skip_max``), 1 (<= ``branch_c
 are fewer), run strictly round-robin, each an Autoresearch line of its own. A branch's first idea must
 differ mechanistically from its siblings' first ideas; every idea prompt shows the branch's own history
 and the last 30 entries of a cross-branch journal. Before each later idea two rules read code-embedding
-signals of the branch's steps (once it has ``b_freq_window`` of them, ``a_freq_window`` for rule A's
-count): rule A, "go deeper", when at most ``a_freq_max`` keeps in the last ``a_freq_window`` steps and
+signals of the branch's steps (once it has min(``a_freq_window``, ``b_freq_window``) of them, as the
+port's guard): rule A, "go deeper", when at most ``a_freq_max`` keeps in the last ``a_freq_window`` steps and
 the branch's reach stays within ``a_reach_norm_max`` of the reach scale; rule B, "stay coherent", when
 at most ``b_freq_max`` keeps in the last ``b_freq_window`` steps and the effective dimension of its
 displacements from the baseline is at least ``b_effdim_min``; both -> "consolidate and deepen".
