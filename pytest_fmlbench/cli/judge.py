@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _specs(folder: Path | None, names: set[str]) -> tuple[dict, list[str]]:
-    from .spec import TaskSpecError, load_task
+    from ..spec import TaskSpecError, load_task
 
     folder = folder if folder is not None else (DEFAULT_TASKS if DEFAULT_TASKS.is_dir() else None)
     specs, notes = {}, []
@@ -48,13 +48,13 @@ def _specs(folder: Path | None, names: set[str]) -> tuple[dict, list[str]]:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from .audit.judge import JudgeSpec
-    from .audit.run import JudgeConfig, audit_run
-    from .audit.tables import audit_items
-    from .llm import LLMSettings, LLMSetupError
-    from .report import find_run_dirs, load_runs
-    from .reports.text import print_whole
-    from .scoring.aggregate import Scores
+    from ..audit.judge import JudgeSpec
+    from ..audit.run import JudgeConfig, audit_run
+    from ..audit.tables import audit_items
+    from ..llm import LLMSettings, LLMSetupError
+    from ..reports.runs import find_run_dirs, load_runs
+    from ..reports.text import print_whole
+    from ..scoring.aggregate import Scores
 
     for folder in args.run_dirs:
         if not folder.is_dir():
