@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..reports.runs import find_run_dirs, load_runs
 from .encoder import add_encoder_arguments, encoder_choice
+from .run_folders import runs_under
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,13 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from ..scoring.aggregate import Scores
     from ..scoring.exploration import EncoderUnavailable
 
-    for folder in args.run_dirs:
-        if not folder.is_dir():
-            print(f"fmlbench: {folder} is not a directory", file=sys.stderr)
-            return 2
-    runs = load_runs(sorted({d for folder in args.run_dirs for d in find_run_dirs(folder)}))
-    if not runs:
-        print(f"fmlbench: no run records (record.json) under {', '.join(map(str, args.run_dirs))}", file=sys.stderr)
+    runs = runs_under(args.run_dirs)
+    if runs is None:
         return 2
     try:
         choice = encoder_choice(args)

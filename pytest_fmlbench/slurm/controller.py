@@ -18,7 +18,7 @@ import pytest
 import submitit
 from submitit.core.utils import pickle_load
 
-from ..collect import BENCH_KEY, EXECUTE_KEY, TaskItem
+from ..collect import EXECUTE_KEY, TaskItem
 from ..progress import JOBS_DIR, LIVE_DIR
 from ..record import RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
