@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_fmlbench.record import RunStore
-from pytest_fmlbench.report import find_run_dirs, load_runs, render
+from pytest_fmlbench.reports.runs import find_run_dirs, load_runs
+from pytest_fmlbench.reports.tables import render
 from pytest_fmlbench.scoring import Scores
 from pytest_fmlbench.scoring.exploration import default_encoder
 

@@ -12,7 +12,7 @@ _PUBLIC = {
     "EditResult": "editor", "SearchReplace": "editor", "WholeFile": "editor",
     "Journal": "journal",
     "RunRecord": "record", "StepRecord": "record", "Usage": "record",
-    "BudgetExhausted": "session", "RunStopped": "session", "Session": "session", "StepResult": "session",
+    "BudgetExhausted": "stops", "RunStopped": "stops", "Session": "session", "StepResult": "session",
     "TaskSpec": "spec",
 }
 

@@ -12,7 +12,9 @@ from .compare.gate import SessionGate
 from .collect import (BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory,
                       leave_out_unchosen_full_tasks)
 from .options import BenchConfig, add_options
-from .report import load_runs, render, write_csvs
+from .reports.csv_files import write_csvs
+from .reports.runs import load_runs
+from .reports.tables import render
 from .reports import summary
 from .reports.disclosure import agent_code_sha256, hardware
 from .scoring.aggregate import Scores

@@ -16,14 +16,8 @@ from .editor import Edit, EditResult, SearchReplace, WholeFile
 from .journal import Journal
 from .record import StepRecord, Usage
 from .spec import TaskSpec
-
-
-class BudgetExhausted(Exception):
-    """No validation runs are left; agents may simply let this propagate."""
-
-
-class RunStopped(Exception):
-    """The run must end early (a token or dollar budget was exceeded); the reason is recorded."""
+# agents catch them as pytest_fmlbench.session's (or the package's) names
+from .stops import BudgetExhausted, RunStopped  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The README's agent example works as written."""
+"""The README's examples work as written, and its layout list matches the folders."""
 
+import fnmatch
 import re
 
 from conftest import REPO, load_record
@@ -66,3 +67,39 @@ def test_soak_loop_counts_green_rounds_and_keeps_failed_logs(pytester):
     assert re.fullmatch(r"soak: 2 of 3 rounds green, 1 CPU burner\(s\), \d+ s", lines[3])
     assert sorted(p.name for p in logs.iterdir()) == ["round-2.log"]
     assert "test_fails_on_the_second_round" in (logs / "round-2.log").read_text()
+
+
+def layout_rooms(readme: str) -> list[list[str]]:
+    """The README's "How the code is laid out" list: per line, its paths from the repository's root (the
+    line's first path is from the root, the others sit in the first one's folder)."""
+    block = re.search(r"<!-- layout -->\n((?:- .*\n)+)", readme).group(1)
+    rooms = []
+    for line in block.splitlines():
+        head = re.match(r"- ((?:`[^`]+`, )*`[^`]+`): ", line)
+        assert head, f"a layout line names its paths in backticks, then a colon: {line!r}"
+        first, *others = re.findall(r"`([^`]+)`", head.group(1))
+        folder = first.rstrip("/").rpartition("/")[0]
+        rooms.append([first, *(f"{folder}/{name}" if folder else name for name in others)])
+    return rooms
+
+
+def _ignored(name: str) -> bool:
+    patterns = [p.strip().strip("/") for p in (REPO / ".gitignore").read_text().splitlines() if p.strip()]
+    return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
+
+
+def test_readme_layout_matches_the_folders():
+    """Each listed room exists, and every top-level module and folder of the package, and every folder of
+    the repository (hidden and ignored ones aside), is listed once."""
+    listed = [path for room in layout_rooms((REPO / "README.md").read_text()) for path in room]
+    assert len(listed) == len(set(listed)), f"listed twice: {sorted({p for p in listed if listed.count(p) > 1})}"
+    for path in listed:
+        target = REPO / path
+        assert (target.is_dir() if path.endswith("/") else target.is_file()), f"the README lists {path}, which is not there"
+    package = REPO / "pytest_fmlbench"
+    expected = {f"pytest_fmlbench/{p.name}" for p in package.glob("*.py") if p.name != "__init__.py"}
+    expected |= {f"pytest_fmlbench/{p.name}/" for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    expected |= {f"{p.name}/" for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".")
+                 and not _ignored(p.name) and p.name != "pytest_fmlbench"}
+    missing = sorted(expected - set(listed))
+    assert not missing, f"not in the README's layout: {missing}"

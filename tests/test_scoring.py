@@ -10,7 +10,7 @@ import math
 import pytest
 
 from pytest_fmlbench.record import Usage
-from pytest_fmlbench.report import render
+from pytest_fmlbench.reports.tables import render
 from pytest_fmlbench.scoring import Scores, ni_test, ni_val, process_metrics, run_note, score_run
 from pytest_fmlbench.scoring.runs import from_record
 

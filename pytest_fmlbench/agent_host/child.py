@@ -15,7 +15,8 @@ from typing import Any
 
 from ..agentkit.base import Agent
 from ..agentkit.loading import AgentLoadError, parse_agent_options
-from ..session import BudgetExhausted, RunStopped, Session
+from ..session import Session
+from ..stops import BudgetExhausted, RunStopped
 from .locate import AgentLocator
 from .needs import needs_of
 from .protocol import MAX_CAUGHT, MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode, encode

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..isolation import Bind
-from ..session import RunStopped
+from ..stops import RunStopped
 from .working_copy import remove_tree
 
 GATEWAY_DIR_INSIDE = "/run/fmlbench"

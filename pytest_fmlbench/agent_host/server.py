@@ -16,7 +16,7 @@ from ..editor import EditResult, SearchReplace, WholeFile
 from ..harness_session import HarnessSession
 from ..llm.errors import LLMCallError
 from ..record import StepRecord
-from ..session import BudgetExhausted, RunStopped
+from ..stops import BudgetExhausted, RunStopped
 from . import protocol as p
 
 

@@ -76,7 +76,7 @@ def exception_for(err: dict[str, Any]) -> Exception:
     """The exception an in-process agent would have seen for the same failure."""
     # imported here: the session module builds on this one
     from ..llm.errors import LLMCallError
-    from ..session import BudgetExhausted, RunStopped
+    from ..stops import BudgetExhausted, RunStopped
 
     kind, message = str(err.get("type", "")), str(err.get("message", ""))
     if kind == BUDGET_EXHAUSTED:

@@ -18,7 +18,7 @@ from typing import Any
 from ..llm import LLMCallError, LLMClient, LLMSettings, LLMSetupError, PriceTable, resolve
 from ..llm.factory import build_backend
 from ..llm.ledger import Ledger
-from ..session import RunStopped
+from ..stops import RunStopped
 from .evidence import RunEvidence
 from .records import JudgeOutcome, JudgeUsage, ResearchReview
 from .rubric import Rubric, load_rubric

@@ -49,7 +49,7 @@ class SessionGate:
         runs = self.runs()
         if not runs:
             return
-        from ..report import load_runs
+        from ..reports.runs import load_runs
 
         by_dir = {Path(run_dir): nodeid for nodeid, (run_dir, _) in runs.items()}
         loaded = load_runs(sorted(by_dir))

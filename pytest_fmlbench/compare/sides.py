@@ -51,7 +51,7 @@ def score_rows(runs: list) -> list[dict]:
 
 
 def from_folder(folder: Path, label: str | None = None) -> Side:
-    from ..report import find_run_dirs, load_runs
+    from ..reports.runs import find_run_dirs, load_runs
     from ..scoring.original import OriginalLayoutError, find_runs
 
     folder = Path(folder)

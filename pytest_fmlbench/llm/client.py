@@ -14,7 +14,7 @@ from typing import NoReturn
 import tenacity
 
 from ..record import Usage
-from ..session import RunStopped
+from ..stops import RunStopped
 from .backends import Backend, Request
 from .errors import LLMCallError, TransientLLMError
 from .ledger import Ledger, request_key

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..report import as_scores
 from ..scoring.aggregate import AUTO, Scores
+from .plain import session_tables
+from .runs import as_scores
 from .steps import RunView, run_view, tail
-from .tables import session_tables
 from .transcripts import TranscriptPayload
 
 
@@ -55,7 +55,7 @@ def _libraries():
 
 
 def render_html(runs: list[tuple], scores: Scores | None = None, encoder=AUTO) -> str:
-    """``runs``: (RunRecord, steps, run_dir) as :func:`pytest_fmlbench.report.load_runs` returns them;
+    """``runs``: (RunRecord, steps, run_dir) as :func:`.runs.load_runs` returns them;
     ``scores``: the session's scores when already computed (the tables then match the terminal's)."""
     jinja2, offline = _libraries()
     from .figures import best_so_far_figure, usage_figure

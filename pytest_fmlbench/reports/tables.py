@@ -1,39 +1,221 @@
-"""The terminal's tables as plain rows, so the HTML page shows exactly the cells the terminal prints.
+"""The terminal's tables (rich), from run records or original results folders.
 
-The tables are built once, by :mod:`pytest_fmlbench.report` (rich tables); this only reads them back.
+One agent (one agent/model pair): the original's three tables, one row per task, plus AUP against the
+baseline. Several: one table per metric group with the agents as columns (the paper's layout), then
+AUP and the notes. Every exploration table names the encoder the metrics came from. The CSV twins are
+written by :mod:`.csv_files`, the HTML page reads these tables back through :mod:`.plain`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import io
+import math
+from typing import Any
 
+import pandas as pd
+from rich.console import Console
 from rich.table import Table
 
-from ..report import as_scores, summary_items
-from ..scoring.aggregate import Scores
+from ..scoring.aggregate import AUTO, Scores
+from ..scoring.aup import aup_table, solver_name
+from ..scoring.metrics import EXPLORATION, PROCESS_COLUMNS
+from .runs import as_scores
+from .text import print_whole
+
+HEADERS = {
+    "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
+    "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "llm_failed_calls": "Failed calls",
+    "step_completion_rate": "Steps done", "auc_steps": "AUC",
+    "first_improvement_step": "1st impr.", "late_gain_fraction": "Late gain", "best_improvement_step": "Best step",
+    "tokens_m": "Tok. (M)", "wall_clock_h": "Hours", "cost_usd": "Cost $",
+}
+GROUPS = {
+    "Exploration": EXPLORATION,
+    "Generalization": ("val_test_gap",),
+    "Reliability": ("valid_step_ratio",),
+    "LLM failures": ("llm_failed_calls",),
+    "Efficiency": ("step_completion_rate", "auc_steps", "first_improvement_step", "late_gain_fraction",
+                   "best_improvement_step"),
+    "Cost": ("tokens_m", "wall_clock_h", "cost_usd"),
+}
 
 
-@dataclass(frozen=True)
-class PlainTable:
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    # indices of rows that start a new section (the "Mean" rows)
-    section_starts: frozenset[int]
+# -- cells ---------------------------------------------------------------------------------------
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-@dataclass(frozen=True)
-class Caption:
-    text: str
+def fmt(value: float, sem: float = math.nan, digits: int = 4) -> str:
+    if _missing(value):
+        return "n/a"
+    text = f"{value:.{digits}g}"
+    if not _missing(sem):
+        text += f" ± {sem:.2g}"
+    return text
 
 
-def plain(table: Table) -> PlainTable:
-    columns = [[str(cell) for cell in column.cells] for column in table.columns]
-    rows = [list(cells) for cells in zip(*columns)] if columns else []
-    starts = frozenset(i + 1 for i, row in enumerate(table.rows) if row.end_section and i + 1 < len(rows))
-    return PlainTable(str(table.title or ""), [str(c.header) for c in table.columns], rows, starts)
+def process_cell(col: str, value: float, sem: float = math.nan) -> str:
+    if col == "cost_usd" and _missing(value):
+        return "unknown"
+    return fmt(value, sem, digits=3)
 
 
-def session_tables(scores: Scores) -> list[PlainTable | Caption]:
-    """The items the terminal summary prints, in its order: tables and the lines between them."""
-    return [plain(item) if isinstance(item, Table) else Caption(str(item)) for item in summary_items(as_scores(scores))]
+def _arrow(direction: str) -> str:
+    return "↑" if direction == "higher" else "↓"
+
+
+def _console(width: int) -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, width=width, force_terminal=False, color_system=None), buffer
+
+
+# -- one agent -----------------------------------------------------------------------------------
+
+def agent_tables(scores: Scores, title: str) -> list:
+    tasks = scores.per_task()
+    summary = scores.summary()
+
+    raw = Table(title=f"Raw Performance — {title}", title_justify="left")
+    # a number is never split: its columns do not wrap (print_whole widens a table that does not fit)
+    raw.add_column("Task", no_wrap=True)
+    raw.add_column("Metric", overflow="fold")
+    raw.add_column("Dir")
+    for col in ("Baseline test", "Agent test", "Seeds"):
+        raw.add_column(col, justify="right", no_wrap=True)
+    raw.add_column("Note", overflow="fold")
+    for task, row in tasks.iterrows():
+        metric = row["metric"] + (" (-log10)" if row["transform"] == "neg_log10" else "")
+        raw.add_row(task, metric, _arrow(row["direction"]), fmt(row["baseline_test"]),
+                    fmt(row["raw_test"], row["raw_test_sem"]), str(row["seeds"]), row["note"])
+
+    norm = Table(title=f"Normalized Improvement — {title}", title_justify="left")
+    for col in ("Task", "NI (test)", "NI (best val)"):
+        norm.add_column(col, justify="left" if col == "Task" else "right", no_wrap=True)
+    norm.add_column("Note", overflow="fold")
+    for task, row in tasks.iterrows():
+        norm.add_row(task, fmt(row["ni"], row["ni_sem"]), fmt(row["ni_val"], row["ni_val_sem"]), row["note"])
+    norm.add_section()
+    norm.add_row("Mean", fmt(summary["ni"]), fmt(summary["ni_val"]), "plain mean over tasks, NaN skipped")
+
+    proc = Table(title=f"Process-Level metrics — {title}", title_justify="left")
+    proc.add_column("Task", no_wrap=True)
+    for col in PROCESS_COLUMNS:
+        proc.add_column(HEADERS[col], justify="right", no_wrap=True)
+    for task, row in tasks.iterrows():
+        proc.add_row(task, *[process_cell(col, row[col]) for col in PROCESS_COLUMNS])
+    proc.add_section()
+    proc.add_row("Mean", *[process_cell(col, summary[col]) for col in PROCESS_COLUMNS])
+    return [raw, norm, proc, f"Exploration metrics (Spread, Uniq., Reach, Eff.dim): encoder: {scores.encoder}"]
+
+
+# -- several agents side by side -----------------------------------------------------------------
+
+def side_by_side(scores: Scores) -> list:
+    groups = [(solver_name(*key), group) for key, group in scores.groups()]
+    per_task = {name: group.per_task() for name, group in groups}
+    summaries = {name: group.summary() for name, group in groups}
+    tasks = sorted(scores.runs["task"].unique())
+    first = scores.runs.groupby("task").first()
+
+    raw = Table(title="Raw Performance (test; mean ± SEM over seeds)", title_justify="left")
+    raw.add_column("Task", no_wrap=True)
+    raw.add_column("Dir")
+    raw.add_column("Baseline", justify="right")
+    for name, _ in groups:
+        raw.add_column(name, justify="right", no_wrap=True)
+    for task in tasks:
+        cells = [_cell(per_task[name], task, "raw_test") for name, _ in groups]
+        raw.add_row(task, _arrow(first.loc[task, "direction"]), fmt(first.loc[task, "baseline_test"]), *cells)
+
+    norm = Table(title="Normalized Improvement (test)", title_justify="left")
+    norm.add_column("Task", no_wrap=True)
+    for name, _ in groups:
+        norm.add_column(name, justify="right", no_wrap=True)
+    for task in tasks:
+        norm.add_row(task, *[_cell(per_task[name], task, "ni") for name, _ in groups])
+    norm.add_section()
+    norm.add_row("Mean", *[fmt(summaries[name]["ni"]) for name, _ in groups])
+    tables = [raw, norm]
+
+    for group, columns in GROUPS.items():
+        table = Table(title=group, title_justify="left")
+        if len(columns) == 1:
+            # a one-metric group is shown per task, as the val-test gap per task is read
+            col = columns[0]
+            table.title = f"{group}: {HEADERS[col]}"
+            table.add_column("Task", no_wrap=True)
+            for name, _ in groups:
+                table.add_column(name, justify="right", no_wrap=True)
+            for task in tasks:
+                table.add_row(task, *[_cell(per_task[name], task, col, process=True) for name, _ in groups])
+            table.add_section()
+            table.add_row("Mean", *[process_cell(col, summaries[name][col]) for name, _ in groups])
+        else:
+            table.add_column("Metric (mean over tasks)", no_wrap=True)
+            for name, _ in groups:
+                table.add_column(name, justify="right", no_wrap=True)
+            for col in columns:
+                table.add_row(HEADERS[col], *[process_cell(col, summaries[name][col]) for name, _ in groups])
+        tables.append(table)
+        if group == "Exploration":
+            tables.append(f"Exploration metrics: encoder: {scores.encoder}")
+
+    notes = Table(title="Notes (runs not scored as plain 'ok')", title_justify="left")
+    for col in ("Agent", "Task", "Note"):
+        notes.add_column(col, overflow="fold")
+    for name, _ in groups:
+        for task, row in per_task[name].iterrows():
+            if row["note"] != "ok":
+                notes.add_row(name, task, row["note"])
+    if notes.row_count:
+        tables.append(notes)
+    return tables
+
+
+def _cell(tasks: pd.DataFrame, task: str, col: str, process: bool = False) -> str:
+    if task not in tasks.index:
+        return "-"
+    row = tasks.loc[task]
+    return process_cell(col, row[col], row[f"{col}_sem"]) if process else fmt(row[col], row[f"{col}_sem"])
+
+
+def aup_rich(scores: Scores) -> list:
+    table = aup_table(scores)
+    seeds = int(scores.runs.groupby(["agent", "model", "task"]).size().max())
+    out = Table(title="AUP (MLGym performance profiles)", title_justify="left")
+    out.add_column("Profile", no_wrap=True)
+    for solver in table.index:
+        out.add_column(solver, justify="right", no_wrap=True)
+    out.add_row("Best attempt (val)", *[fmt(v) for v in table["aup_best_attempt"]])
+    out.add_row("Final (test)", *[fmt(v) for v in table["aup_final"]])
+    about = (f"AUP over {table['tasks'].iloc[0]} task(s), the baseline as a solver, each solver's best of "
+             f"{seeds} seed(s); tau from 0 to {table['tau_max'].iloc[0]:.1f}")
+    return [out, about]
+
+
+def summary_items(scores: Scores) -> list:
+    """What a session's summary shows, in order (rich tables and the lines between them): one agent's
+    three tables, or the agents side by side, then AUP. The terminal and the HTML report both use it."""
+    if scores.runs.empty:
+        return []
+    groups = scores.groups()
+    if len(groups) == 1:
+        (agent, model), group = groups[0]
+        items = agent_tables(group, f"{agent} / {model}")
+    else:
+        items = side_by_side(scores)
+    # the audit's research review (the fourth table) and suspect runs, then AUP
+    from ..audit.tables import audit_items
+
+    return [*items, *audit_items(scores.runs), *aup_rich(scores)]
+
+
+def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:
+    scores = as_scores(runs, encoder)
+    if scores.runs.empty:
+        return ""
+    console, buffer = _console(width)
+    for item in summary_items(scores):
+        print_whole(console, item)
+    return buffer.getvalue()

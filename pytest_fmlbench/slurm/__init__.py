@@ -6,6 +6,7 @@ each item then waits for its job and reports from the run record the job wrote u
 its isolation and its resume from step records.
 """
 
-from .options import SlurmConfig, add_slurm_options, configure
+from .config import SlurmConfig
+from .options import add_slurm_options, configure
 
 __all__ = ["SlurmConfig", "add_slurm_options", "configure"]

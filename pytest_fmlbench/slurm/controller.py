@@ -18,13 +18,13 @@ import pytest
 import submitit
 from submitit.core.utils import pickle_load
 
-from ..collect import BENCH_KEY, EXECUTE_KEY, TaskItem
+from ..collect import EXECUTE_KEY, TaskItem
 from ..progress import JOBS_DIR, LIVE_DIR
 from ..record import RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
 from . import cluster
+from .config import FORWARDED, SlurmConfig
 from .job import ItemJob, JobSpec
-from .options import FORWARDED, SlurmConfig
 from .registry import JobRegistry
 
 POLL_S = 1.0

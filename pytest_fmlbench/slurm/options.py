@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from . import cluster
-
-# fmlbench options the job needs to rebuild the run's settings; filled when the options are registered
-FORWARDED: list[str] = []
+from .config import FORWARDED, SlurmConfig
 
 
 def add_slurm_options(parser: pytest.Parser) -> None:
@@ -31,18 +28,6 @@ def add_slurm_options(parser: pytest.Parser) -> None:
     parser.addini("slurm_partition", "Slurm partition for --slurm")
     parser.addini("slurm_time", "time limit per Slurm job (minutes or [D-]HH:MM:SS)")
     parser.addini("slurm_opts", "submitit Slurm parameters KEY=VALUE, one per line", type="linelist")
-
-
-@dataclass(frozen=True)
-class SlurmConfig:
-    partition: str | None
-    time_min: int | None
-    opts: dict[str, object] = field(default_factory=dict)
-    detach: bool = False
-
-    @property
-    def folder_name(self) -> str:
-        return "slurm"
 
 
 def _minutes(text: str) -> int:
@@ -98,6 +83,7 @@ def configure(config: pytest.Config, bench) -> None:
         raise pytest.UsageError(f"--slurm-partition: no partition {partition!r} on this cluster "
                                 f"(it has: {', '.join(partitions) or 'none'})")
     slurm = SlurmConfig(partition=partition, time_min=time_min, opts=opts, detach=config.getoption("slurm_detach"))
+    # the controller (submitit, the runner) loads only when --slurm is given
     from .controller import SlurmController
 
     config.pluginmanager.register(SlurmController(config, bench, slurm, Path(config.invocation_params.dir)),

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from pytest_fmlbench import devices
 from pytest_fmlbench.slurm.controller import SlurmController
-from pytest_fmlbench.slurm.options import SlurmConfig
+from pytest_fmlbench.slurm.config import SlurmConfig
 from pytest_fmlbench.spec import load_task
 
 from conftest import REPO

@@ -169,7 +169,7 @@ def test_an_encoder_that_cannot_run_switches_exploration_off_for_every_run(tmp_p
 
     write_run(tmp_path, [(0.6, {})], test_metric=0.7)
     write_run(tmp_path, [(0.7, {})], test_metric=0.7, task="u")
-    from pytest_fmlbench.report import find_run_dirs, load_runs
+    from pytest_fmlbench.reports.runs import find_run_dirs, load_runs
 
     scores = Scores.from_runs(load_runs(find_run_dirs(tmp_path)), encoder=Broken())
     assert scores.encoder == "unavailable: encoder broken: needs torch and transformers"

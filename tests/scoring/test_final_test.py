@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_fmlbench import Agent, AgentOptions, WholeFile
-from pytest_fmlbench.report import load_runs
+from pytest_fmlbench.reports.runs import load_runs
 from pytest_fmlbench.runner import RunSettings, execute
 from pytest_fmlbench.scoring import Scores, run_note
 from pytest_fmlbench.scoring.exploration import full_code

@@ -10,7 +10,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .agentkit.catalog import catalog, render
+    from ..agentkit.catalog import catalog, render
 
     print(render(catalog()), end="")
     return 0

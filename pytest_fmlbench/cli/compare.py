@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from .options import DEFAULT_OUT
+from ..options import DEFAULT_OUT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .compare import CompareInputError, compare, side_for
-    from .compare.table import regression_line, render, write_csv, write_json
+    from ..compare import CompareInputError, compare, side_for
+    from ..compare.table import regression_line, render, write_csv, write_json
 
     threshold = args.fail_on_regression
     if threshold is not None and (math.isnan(threshold) or threshold < 0):

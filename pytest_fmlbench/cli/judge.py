@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .run_folders import runs_under
+
 DEFAULT_TASKS = Path("task_suites")
 
 
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _specs(folder: Path | None, names: set[str]) -> tuple[dict, list[str]]:
-    from .spec import TaskSpecError, load_task
+    from ..spec import TaskSpecError, load_task
 
     folder = folder if folder is not None else (DEFAULT_TASKS if DEFAULT_TASKS.is_dir() else None)
     specs, notes = {}, []
@@ -48,22 +50,15 @@ def _specs(folder: Path | None, names: set[str]) -> tuple[dict, list[str]]:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from .audit.judge import JudgeSpec
-    from .audit.run import JudgeConfig, audit_run
-    from .audit.tables import audit_items
-    from .llm import LLMSettings, LLMSetupError
-    from .report import find_run_dirs, load_runs
-    from .reports.text import print_whole
-    from .scoring.aggregate import Scores
+    from ..audit.judge import JudgeSpec
+    from ..audit.run import JudgeConfig, audit_run
+    from ..audit.tables import audit_items
+    from ..llm import LLMSettings, LLMSetupError
+    from ..reports.text import print_whole
+    from ..scoring.aggregate import Scores
 
-    for folder in args.run_dirs:
-        if not folder.is_dir():
-            print(f"fmlbench: {folder} is not a directory", file=sys.stderr)
-            return 2
-    run_dirs = sorted({d for folder in args.run_dirs for d in find_run_dirs(folder)})
-    runs = load_runs(run_dirs)
-    if not runs:
-        print(f"fmlbench: no run records (record.json) under {', '.join(map(str, args.run_dirs))}", file=sys.stderr)
+    runs = runs_under(args.run_dirs)
+    if runs is None:
         return 2
     judge = None
     if args.judge_model:

@@ -8,11 +8,11 @@ from pathlib import Path
 from _pytest.mark.expression import Expression
 from rich.console import Console
 
-from .datacache.artifact import Artifact, human_size
-from .datacache.cache import DataCache, default_root
-from .datacache.download import FetchError
-from .datacache.fetch import fetch_all, unique, write_fixtures
-from .spec import TASK_FILE, Task, TaskSpecError, load_task
+from ..datacache.artifact import Artifact, human_size
+from ..datacache.cache import DataCache, default_root
+from ..datacache.download import FetchError
+from ..datacache.fetch import fetch_all, unique, write_fixtures
+from ..spec import TASK_FILE, Task, TaskSpecError, load_task
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

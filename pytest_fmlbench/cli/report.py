@@ -1,0 +1,43 @@
+"""``fmlbench report RUN_DIR... --html FILE``: the runs, with every task's search and every step, as one
+static web page."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .encoder import add_encoder_arguments, encoder_choice
+from .run_folders import runs_under
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="folders holding run records (record.json), e.g. reports/fmlbench/runs")
+    parser.add_argument("--html", type=Path, required=True, metavar="FILE",
+                        help="write the static HTML report here (opens from disk: no server, no network)")
+    add_encoder_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..reports.html import ReportUnavailable, write_html
+    from ..scoring.aggregate import Scores
+    from ..scoring.exploration import EncoderUnavailable
+
+    runs = runs_under(args.run_dirs)
+    if runs is None:
+        return 2
+    try:
+        choice = encoder_choice(args)
+        path = write_html(runs, args.html, scores=Scores.from_runs(runs, encoder=choice))
+    except (EncoderUnavailable, ReportUnavailable) as exc:
+        print(f"fmlbench: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"fmlbench: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path} ({len(runs)} run(s))")
+    return 0
+
+
+COMMAND = ("report", "write a static HTML report of the runs under RUN_DIR...", add_arguments, run)

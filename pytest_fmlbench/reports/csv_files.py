@@ -1,0 +1,79 @@
+"""The tables as CSV files, with the original's column names so they line up with its
+compute_agent_metrics.py: per agent/model folder and side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..scoring.aggregate import AUTO, Scores
+from ..scoring.aup import BASELINE, aup_table, solver_name
+from ..scoring.metrics import PROCESS_COLUMNS
+from .runs import as_scores
+
+# the original's CSV column names, so our CSVs line up with compute_agent_metrics.py's
+ORIGINAL_NAMES = {
+    "spread": "Exploration Spread", "uniqueness": "Exploration Uniqueness", "reach": "Exploration Reach",
+    "effective_dim": "Effective dim", "val_test_gap": "Val-test |gap|", "valid_step_ratio": "Valid step ratio",
+    "llm_failed_calls": "Failed LLM calls", "step_completion_rate": "Step completion rate",
+    "auc_steps": "AUC-over-steps", "first_improvement_step": "First-improvement step",
+    "late_gain_fraction": "Late-gain fraction", "best_improvement_step": "Best-improvement step",
+    "tokens_m": "Token cost (M)", "wall_clock_h": "Wall-clock time (h)", "cost_usd": "Cost (USD)",
+    "ni": "Normalized Improvement", "raw_test": "raw_test",
+}
+
+
+def _with_mean(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    mean = {col: frame[col].mean(skipna=True) if pd.api.types.is_numeric_dtype(frame[col]) else "" for col in columns}
+    return pd.concat([frame[columns], pd.DataFrame([mean], index=pd.Index(["MEAN"], name=frame.index.name))])
+
+
+def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[Path]:
+    """Per (agent, model) folder: raw_performance.csv, normalized_improvement.csv, process_metrics.csv (one
+    row per task and a MEAN row, the original's column names) and runs.csv (one row per seed); beside them
+    the side-by-side comparison, aup.csv and every run in runs.csv. Every file names the encoder."""
+    scores = as_scores(runs, encoder)
+    out_dir = Path(out_dir)
+    written = []
+
+    def save(frame: pd.DataFrame, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path)
+        written.append(path)
+
+    for (agent, model), group in scores.groups():
+        folder = out_dir / f"{agent}__{model}".replace("/", "-")
+        tasks = group.per_task()
+        raw = _with_mean(tasks, ["metric", "direction", "transform", "baseline_test", "raw_test", "raw_test_sem",
+                                 "seeds", "note", "encoder"])
+        raw.loc["MEAN", "note"] = "mixed units across tasks - not comparable; use Normalized Improvement"
+        save(raw, folder / "raw_performance.csv")
+        save(_with_mean(tasks, ["ni", "ni_sem", "ni_val", "seeds", "note", "encoder"])
+             .rename(columns={"ni": ORIGINAL_NAMES["ni"], "ni_sem": "NI SEM", "ni_val": "NI (best val)"}),
+             folder / "normalized_improvement.csv")
+        sems = [f"{c}_sem" for c in PROCESS_COLUMNS]
+        process = _with_mean(tasks, [*PROCESS_COLUMNS, *sems, "seeds", "encoder"])
+        process.loc["MEAN", "encoder"] = scores.encoder
+        save(process.rename(columns={**ORIGINAL_NAMES, **{f"{c}_sem": f"{ORIGINAL_NAMES[c]} SEM" for c in PROCESS_COLUMNS}}),
+             folder / "process_metrics.csv")
+        save(group.runs.set_index(["task", "seed"]), folder / "runs.csv")
+
+    if not scores.runs.empty:
+        names = {key: solver_name(*key) for key, _ in scores.groups()}
+        frame = scores.runs.assign(solver=[names[(a, m)] for a, m in zip(scores.runs["agent"], scores.runs["model"])])
+        per_task = frame.groupby(["task", "solver"])[["ni", *PROCESS_COLUMNS]].mean()
+        ni = per_task["ni"].unstack("solver")
+        save(pd.concat([ni, ni.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_normalized_improvement.csv")
+        gap = per_task["val_test_gap"].unstack("solver")
+        save(pd.concat([gap, gap.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_val_test_gap.csv")
+        summary = pd.DataFrame({names[key]: group.summary() for key, group in scores.groups()})
+        summary = summary.loc[["ni", *PROCESS_COLUMNS]].rename(index=ORIGINAL_NAMES).astype(object)
+        summary.loc["encoder"] = scores.encoder
+        save(summary, out_dir / "comparison_process_metrics.csv")
+        aup = aup_table(scores)
+        aup.loc[BASELINE, "note"] = "the baseline code as a solver"
+        save(aup, out_dir / "aup.csv")
+        save(scores.runs.set_index(["agent", "model", "task", "seed"]), out_dir / "runs.csv")
+    return written

@@ -1,0 +1,194 @@
+"""No import circles in the package: the modules' imports form a graph without a cycle.
+
+The graph's nodes are the modules of ``pytest_fmlbench`` and of the built-in agents (``agents/``, shipped as
+``pytest_fmlbench_agents``); ``from pkg import name`` is an edge to ``pkg.name`` when that is a module, else to
+``pkg``. Two rules, both checked:
+
+- module-level imports (those that run when a module is imported: at module level, also inside module-level
+  ``if``/``try``/``with`` blocks and class bodies, but not under ``if TYPE_CHECKING:``) form no cycle: a
+  cycle there is a half-initialised module at import time;
+- imports inside functions count too, and form no cycle either: an import moved into a function keeps a
+  heavy or optional library off the import path, it is not a way to let two modules lean on each other.
+
+Not counted: the implicit import of a module's parent package (every submodule would otherwise circle with
+an ``__init__`` that re-exports it, which Python handles).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ROOTS = {"pytest_fmlbench": REPO / "pytest_fmlbench", "pytest_fmlbench_agents": REPO / "agents"}
+
+
+def module_files(name: str, folder: Path) -> dict[str, Path]:
+    """Module name -> file, for every .py file under a package folder (``__init__.py`` names the package)."""
+    modules = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(folder).with_suffix("").parts
+        if "__pycache__" in parts:
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join((name, *parts))] = path
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def import_time_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is imported: not in functions, not under TYPE_CHECKING."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            elif isinstance(node, ast.If) and _is_type_checking(node.test):
+                visit(node.orelse)
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, field, []) or [])
+                for handler in getattr(node, "handlers", []) or []:
+                    visit(handler.body)
+                for case in getattr(node, "cases", []) or []:
+                    visit(case.body)
+
+    visit(tree.body)
+    return found
+
+
+def targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The known modules one import statement loads."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in known}
+    if node.level:
+        # relative: a package's own name is its anchor; a plain module's anchor is its parent package
+        anchor = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = anchor[:len(anchor) - (node.level - 1)]
+        base = ".".join([*anchor, *([node.module] if node.module else [])])
+    else:
+        base = node.module or ""
+    out = set()
+    for alias in node.names:
+        child = f"{base}.{alias.name}"
+        if child in known:
+            out.add(child)
+        elif base in known:
+            out.add(base)
+    return out
+
+
+Graph = dict[str, set[str]]  # module -> the modules it imports
+
+
+def import_graph(roots: dict[str, Path], import_time_only: bool = True) -> Graph:
+    files = {name: path for root, folder in roots.items() for name, path in module_files(root, folder).items()}
+    known = set(files)
+    graph: Graph = {module: set() for module in known}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        nodes = import_time_imports(tree) if import_time_only else [
+            n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in nodes:
+            graph[module] |= targets(node, module, path.name == "__init__.py", known) - {module}
+    return graph
+
+
+def circles(graph: Graph) -> list[list[str]]:
+    """Each group of modules that import each other (directly or round a longer loop), as one of its loops:
+    the strongly connected components (Tarjan) of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def connect(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                connect(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = set()
+            while not group or member != module:
+                member = stack.pop()
+                group.add(member)
+            if len(group) > 1:
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in index:
+            connect(module)
+    return [loop_through(graph, group) for group in groups]
+
+
+def loop_through(graph: Graph, group: set[str]) -> list[str]:
+    """One loop inside a strongly connected group, from its first module back to it (breadth first)."""
+    start = min(group)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        module = frontier.pop(0)
+        for target in sorted(graph[module] & group):
+            if target == start:
+                path = [module]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [start, *reversed(path[:-1]), start]
+            if target not in came_from:
+                came_from[target] = module
+                frontier.append(target)
+    raise AssertionError(f"{sorted(group)} is not strongly connected")
+
+
+def test_package_has_no_import_circle_at_import_time():
+    graph = import_graph(ROOTS)
+    assert sum(map(len, graph.values())) > 100  # the parse found the package's imports at all
+    found = circles(graph)
+    assert not found, "import circles (module-level imports):\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_package_has_no_import_circle_through_function_level_imports():
+    graph = import_graph(ROOTS, import_time_only=False)
+    found = circles(graph)
+    assert not found, "import circles (function-level imports counted):\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_slurm_options_and_controller_share_their_config_module():
+    """The controller reads what the options build from slurm/config.py; the options load the controller
+    only when --slurm is given (a function-level import), and the controller never imports the options."""
+    graph = import_graph(ROOTS)
+    everything = import_graph(ROOTS, import_time_only=False)
+    options, controller = "pytest_fmlbench.slurm.options", "pytest_fmlbench.slurm.controller"
+    assert options not in everything[controller] and controller not in graph[options]
+    assert "pytest_fmlbench.slurm.config" in graph[controller] and "pytest_fmlbench.slurm.config" in graph[options]
+
+
+def test_the_check_finds_a_circle(tmp_path):
+    """The check itself: a package whose modules import each other, at module level or through an
+    ``__init__`` and a ``from . import``, is reported; the same import moved into a function is not."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from .b import thing\n")
+    (package / "b.py").write_text("from __future__ import annotations\ntry:\n    from . import a\nexcept ImportError:\n"
+                                  "    pass\nthing = 1\n")
+    (package / "sub" / "__init__.py").write_text("from .c import x\n")
+    (package / "sub" / "c.py").write_text("from .. import sub\nx = 1\n")
+    (package / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import e\n")
+    (package / "e.py").write_text("def later():\n    from . import d\n")
+    found = {frozenset(loop) for loop in circles(import_graph({"pkg": package}))}
+    assert found == {frozenset({"pkg.a", "pkg.b"}), frozenset({"pkg.sub", "pkg.sub.c"})}
+    assert {frozenset(loop) for loop in circles(import_graph({"pkg": package}, import_time_only=False))} == {
+        frozenset({"pkg.a", "pkg.b"}), frozenset({"pkg.sub", "pkg.sub.c"}), frozenset({"pkg.d", "pkg.e"})}
