@@ -75,6 +75,7 @@ def set_icarl_hyperparameters(config: dict, scale: str) -> None:
         setattr(icarl, key, config[key])
     if scale == "smoke":
         icarl.num_workers = 0  # a handful of images: worker processes would cost more than they save
+        torch.set_num_threads(1)  # so small a network gains nothing from a second thread, which spins on a busy CPU
     print("iCaRL: " + ", ".join(f"{key}={getattr(icarl, key)}" for key in PATCHED), flush=True)
 
 
