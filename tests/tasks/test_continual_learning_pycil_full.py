@@ -6,6 +6,8 @@ import fnmatch
 import json
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -124,6 +126,38 @@ def test_each_session_is_scored_on_the_classes_seen_so_far_with_pycils_rounding(
     assert pycil.average_incremental_accuracy(curve) == pytest.approx(sum(curve) / 600)
     # the original's baseline: six two-decimal percentages averaged, then divided by 100
     assert round(SPEC.baseline.val * 600, 6) == round(SPEC.baseline.val * 600, 2)
+
+
+def evaluate(tmp_path, sessions: dict[str, list[np.ndarray]], labels: np.ndarray) -> subprocess.CompletedProcess:
+    out, private = tmp_path / "out", tmp_path / "private"
+    out.mkdir(parents=True)
+    private.mkdir()
+    np.save(private / "val_labels.npy", labels)
+    for head, predictions in sessions.items():
+        for t, pred in enumerate(predictions):
+            np.save(out / f"session_{t}_{head}.npy", pred)
+    harness = REPO / "task_suites" / SMALL_ID / "full" / "harness" / "evaluate.py"
+    return subprocess.run([sys.executable, str(harness), "--split", "val", "--out", str(out), "--private",
+                           str(private), "--result", str(tmp_path / "result.json")], capture_output=True, text=True)
+
+
+def test_the_evaluator_reads_nme_labels_when_every_session_has_them_else_the_networks(tmp_path):
+    labels = np.arange(100)
+    right, wrong = labels.copy(), (labels + 1) % 100
+    done = evaluate(tmp_path / "both", {"cnn": [wrong] * 6, "nme": [right] * 6}, labels)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "both" / "result.json").read_text())
+    means = result["datasets"]["cifar100_incremental"]["means"]
+    assert means == {"avg_incremental_acc_mean": 1.0, "avg_acc_cnn_mean": 0.0, "avg_acc_nme_mean": 1.0}
+    # one session without NME labels: the network's labels are the metric
+    assert result["info"]["classifier"] == "nme"
+    done = evaluate(tmp_path / "some", {"cnn": [right] * 6, "nme": [wrong] * 5}, labels)
+    result = json.loads((tmp_path / "some" / "result.json").read_text())
+    assert done.returncode == 0 and result["info"]["classifier"] == "cnn"
+    assert result["datasets"]["cifar100_incremental"]["means"]["avg_incremental_acc_mean"] == 1.0
+    done = evaluate(tmp_path / "short", {"cnn": [right[:50]] * 6}, labels)
+    assert done.returncode == 1 and done.stderr.strip() == \
+        "evaluate.py: session_0_cnn.npy has shape (50,), expected (100,)", done.stderr
 
 
 @pytest.fixture
