@@ -6,21 +6,25 @@ each phase-1 step from step ``p1_window + 1`` on, the slope of the improvement c
 branches (once: if too few steps remain, it stays in phase 1 for good). The curve is the incumbent's
 normalised improvement over the baseline, (incumbent - baseline) / D on the tables' scale, D being the
 task's normalisation range |best - worst| (worst may be the baseline value); on a task where D is 0
-the curve is in raw metric units (D = 1) rather than a crash.
+the curve is in raw metric units (D = 1) rather than a crash. An incumbent with no value on that scale (a
+p-value <= 0 scored as -log10) repeats the curve's last value, as the port's.
 
 Phase 2: by the steps left, no branch (<= ``branch_skip_max``), 1 (<= ``branch_cutoff_1``), 2
 (<= ``branch_cutoff_2``) or 3, forked from the best kept candidates of phase 1 (the baseline when there
 are fewer), run strictly round-robin, each an Autoresearch line of its own. A branch's first idea must
 differ mechanistically from its siblings' first ideas; every idea prompt shows the branch's own history
 and the last 30 entries of a cross-branch journal. Before each later idea two rules read code-embedding
-signals of the branch's steps (once it has ``b_freq_window`` of them, ``a_freq_window`` for rule A's
-count): rule A, "go deeper", when at most ``a_freq_max`` keeps in the last ``a_freq_window`` steps and
+signals of the branch's steps (once it has min(``a_freq_window``, ``b_freq_window``) of them, as the
+port's guard): rule A, "go deeper", when at most ``a_freq_max`` keeps in the last ``a_freq_window`` steps and
 the branch's reach stays within ``a_reach_norm_max`` of the reach scale; rule B, "stay coherent", when
 at most ``b_freq_max`` keeps in the last ``b_freq_window`` steps and the effective dimension of its
 displacements from the baseline is at least ``b_effdim_min``; both -> "consolidate and deepen".
 
-Signals: each step's code (``scoring.exploration.full_code``) embedded by the exploration metrics'
-encoder (GraphCodeBERT when its weights are local, else all-MiniLM-L6-v2; never downloaded). Reach =
+Signals: each step's code (every editable file in path order, joined by newlines, as the port's
+``embeddings.py``; ``signal_text=scores``: ``scoring.exploration.full_code``, which leaves out
+split_config.json and notes.txt as the scores and the original's offline calibration do) embedded by the
+exploration metrics' encoder (GraphCodeBERT when its weights are local, else all-MiniLM-L6-v2; never
+downloaded), as the port's CLS-sum over 510-token chunks. Reach =
 largest distance of a branch step's vector from the baseline's; effective dimension = the participation
 ratio of the (uncentred) displacements from the baseline, as the original computes it (the score's
 Effective dimension centres the vectors instead). A failed embedding counts as the baseline's vector.
@@ -42,12 +46,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from pytest_fmlbench.agentkit import Agent, metric_line
+from pytest_fmlbench.agentkit import Agent, metric_line, task_context
 from pytest_fmlbench.agentkit.loop import caught_in_loop
 from pytest_fmlbench.scoring.metrics import scale, scored_direction, transform_value
 from pytest_fmlbench.session import Session
@@ -133,6 +137,10 @@ class AdaptiveSearchOptions(AutoresearchOptions):
                          "or a local model folder (as fmlbench score --encoder)")
     reach_scale: float | None = Field(None, gt=0, description="divides reach; none = the baseline vector's "
                                       "distance to the empty program's (the original: per-task constants)")
+    signal_text: Literal["port", "scores"] = Field(
+        "port", description="the text of a step's code the signals embed: 'port' = every editable file in path "
+        "order, joined by newlines, as the port's embeddings.py; 'scores' = as the exploration scores embed it "
+        "(without split_config.json and notes.txt, as the original's offline calibration)")
 
     @model_validator(mode="after")
     def _cutoffs_ascend(self):
@@ -149,13 +157,17 @@ def branch_count(remaining: int, o: AdaptiveSearchOptions) -> int:
     return 2 if remaining <= o.branch_cutoff_2 else 3
 
 
-def improvement(value: float | None, spec: TaskSpec) -> float:
-    """The incumbent's normalised improvement over the baseline validation value, on the tables' scale."""
+def improvement(value: float | None, spec: TaskSpec) -> float | None:
+    """The incumbent's normalised improvement over the baseline validation value, on the tables' scale;
+    None when the value has no place on that scale (a p-value <= 0 scored as -log10), where the port
+    repeats the curve's last value (adaptivesearch/agent.py 864-870)."""
     t = spec.metric.transform
     base = transform_value(spec.baseline.val, t)
-    v = transform_value(value, t)
-    if base is None or v is None or math.isinf(v):
+    if base is None or value is None:  # the port: no incumbent value -> the baseline's, an improvement of 0
         return 0.0
+    v = transform_value(value, t)
+    if v is None:
+        return None
     d = scale(spec.normalization.best, spec.normalization.worst, base) or 1.0
     gain = v - base if scored_direction(spec.metric.direction, t) == "higher" else base - v
     return gain / d
@@ -228,6 +240,8 @@ class Signals:
             self.unavailable = f"no code encoder ({type(exc).__name__}: {exc}); the rules never fire"
 
     def _text(self, files: dict[str, str]) -> str:
+        if self.o.signal_text == "port":  # embeddings.py 56-58: sorted paths, newline-joined, no banners
+            return "\n".join(files[path] for path in sorted(files))
         from pytest_fmlbench.scoring.exploration import full_code
 
         return full_code(files, self.s.baseline_files)
@@ -259,7 +273,7 @@ class Signals:
 
         vectors = np.stack(branch.vectors)
         r = reach(vectors, self.baseline)
-        reach_norm = r / self.scale if self.scale else (0.0 if r == 0 else math.inf)
+        reach_norm = r / self.scale if self.scale else math.inf  # the port's guard (agent.py 1171-1175)
         effdim = participation_ratio(vectors - self.baseline)
         a = keeps_a <= o.a_freq_max and reach_norm <= o.a_reach_norm_max
         b = keeps_b <= o.b_freq_max and effdim >= o.b_effdim_min
@@ -314,7 +328,8 @@ class _Search:
         action = "draft" if self.s.steps_used == 0 else "improve"
         record, _ = self.climber.step(self.line, lambda: self.climber.idea_prompt(self.line), action=action,
                                       extra={"phase": 1, "branch": None}, extra_key="adaptive")
-        self.curve.append(improvement(self.line.metric, self.s.task))
+        value = improvement(self.line.metric, self.s.task)
+        self.curve.append(value if value is not None else (self.curve[-1] if self.curve else 0.0))
         fields: dict[str, Any] = {"improvement": self.curve[-1]}
         k, w = len(self.curve), self.o.p1_window
         if not self.trigger_fired and k >= w + 1:
@@ -368,7 +383,9 @@ class _Search:
         vector = self.signals.vector(self.s.files_of(record.step))
         if vector is not None:
             branch.vectors.append(vector)
-        self.journal.append(Entry(branch.id, record.step, decision["decision"], record.metric, record.idea or ""))
+        # a crash shows as CRASH, even a run that wrote a metric before it failed (agent.py 1062-1068)
+        metric = None if decision["decision"] == "crash" else record.metric
+        self.journal.append(Entry(branch.id, record.step, decision["decision"], metric, record.idea or ""))
         self.next_branch = (self.next_branch + 1) % len(self.branches)
 
     def rule_prefix(self, r: dict[str, Any]) -> str:
@@ -412,7 +429,7 @@ class _Search:
         line = branch.line
         parts = ["You are an autonomous ML researcher. Your goal is to propose the next experimental idea to "
                  "improve the ML algorithm.\n",
-                 "## Task Description\n" + self.s.task.description.strip(),
+                 "## Task Description\n" + task_context(self.s),
                  "\n## Baseline Results\n" + metric_line(self.s, self.s.task.baseline.val, "Baseline")]
         if line.metric is not None:
             parts.append("\n## Current Best Metric (this branch)\n" + metric_line(self.s, line.metric, "Branch Best"))

@@ -44,12 +44,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from pytest_fmlbench.agentkit import Agent, tail
+from pytest_fmlbench.agentkit import Agent, tail, task_context
 from pytest_fmlbench.agentkit.editing import (
     DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
 )
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
+from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.session import Session
 
 FEEDBACK_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
@@ -84,10 +85,14 @@ class AIScientistV2Options(EditorOptions, LoopErrorOptions):
     stage_budgets: tuple[float, float, float, float] = Field(
         (0.10, 0.20, 0.50, 0.20),
         description="shares of --steps for the four stages, comma-separated (upstream: 20/12/12/18 nodes)")
-    num_workers: int = Field(4, ge=1, description="nodes selected together per batch (upstream's parallel workers)")
-    num_drafts: int = Field(3, ge=1, description="root drafts of stage 1")
+    num_workers: int = Field(4, ge=1, description="nodes selected together per batch, upstream's parallel workers "
+                             "(the port's num_parallel)")
+    num_drafts: int = Field(3, ge=1, description="root drafts of stage 1 (the port's num_ideas; with generate_ideas, "
+                            "as many as ideas came out)")
     debug_prob: float = Field(0.5, ge=0, le=1, description="chance of debugging a buggy leaf at each batch slot")
     max_debug_depth: int = Field(3, ge=0, description="a buggy leaf is debugged while its debug depth is at most this")
+    max_stderr_output: int = Field(1500, ge=1, description="characters of a failed run's stderr (its tail) a node "
+                                   "keeps as its error: shown to a debug, the analysis and the memory")
     generate_ideas: bool = Field(
         False, description="bind an AI-Scientist idea to each stage-1 draft (the port needs a seed-ideas file no "
         "task has)")
@@ -234,7 +239,8 @@ class _TreeSearch:
             skipped = []
             forced = index in FORCED_IMPROVE_STAGES and previous_best is not None
             if index == 0:
-                drafts = self.o.num_drafts
+                # the port drafts one root per generated idea, num_ideas when none came out (agent.py 439)
+                drafts = len(self.ideas) or self.o.num_drafts
             elif seeded:
                 drafts = 0 if previous_best is not None else 1
             else:
@@ -414,8 +420,8 @@ class _TreeSearch:
         result = s.run_step(action, parent=parent.step if parent else None, plan=written[:4000], edit=edit,
                             idea=f"{idea.name}: {idea.title}" if idea else None, extra=extra)
         node = Node(key=len(self.nodes), step=result.step, action=action, plan=plan, buggy=not result.success,
-                    metric=result.metric if result.success else None, error=tail(run_error(s.journal.get(result.step))),
-                    idea=idea,
+                    metric=result.metric if result.success else None,
+                    error=tail(run_error(s.journal.get(result.step)), self.o.max_stderr_output), idea=idea,
                     parent=parent)
         if parent is not None:
             parent.children.append(node)
@@ -437,15 +443,21 @@ class _TreeSearch:
         prompt = (
             "You wrote code for a research experiment and it was run; now judge the output of that run. "
             "Analyse it, decide whether there were bugs, and summarise the findings.\n\n"
-            f"## Task\n{task.description.strip()}\n\n## Plan\n{node.plan[:500]}\n\n"
-            f"## Execution result\nSuccess: {not node.buggy}\nPrimary metric ({task.metric.key}): {value}\n\n"
+            f"## Task\n{task_context(self.s)}\n\n## Plan\n{node.plan[:500]}\n\n"
+            f"## Execution result\nSuccess: {not node.buggy}\nPrimary metric ({task.metric.key}): {value}\n"
         )
         if node.error:
             prompt += f"Error output:\n```\n{node.error}\n```\n\n"
         prompt += ("If there is a bug, summarise it and propose a fix. Otherwise summarise the findings in 2-3 "
                    "sentences.")
-        return self._ask("You are an experienced AI researcher judging experiment results.", prompt,
-                         "analysis", lambda exc: f"Analysis failed: {exc}").strip()[:500]
+        messages = [{"role": "system", "content": "You are an experienced AI researcher judging experiment results."},
+                    {"role": "user", "content": prompt}]
+        try:
+            text = self.s.llm.complete(messages, temperature=self.o.feedback_temperature,
+                                       max_output_tokens=self.feedback_tokens, purpose="analysis").text
+        except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut (925-926)
+            return f"Analysis failed: {exc}"
+        return text.strip()[:500]
 
     def memory(self) -> str:
         """The LLM-written summary of this stage's experiments, re-written only when a node was added."""
@@ -478,8 +490,14 @@ class _TreeSearch:
             "failures and pitfalls to avoid\n3. concrete recommendations for the next experiments, drawn from "
             "both\n\nKeep it concise (10-15 sentences)."
         )
-        self._memory = self._ask("You are an experienced AI researcher summarising experimental progress.",
-                                 prompt, "memory", lambda exc: self.plain_memory(good, ran)).strip()[:1500]
+        messages = [{"role": "system", "content": "You are an experienced AI researcher summarising experimental "
+                     "progress."}, {"role": "user", "content": prompt}]
+        try:  # the port cuts the model's summary to 1,500 characters but keeps its own fallback whole (248-256)
+            self._memory = self.s.llm.complete(messages, temperature=self.o.feedback_temperature,
+                                               max_output_tokens=self.feedback_tokens, purpose="memory").text
+            self._memory = self._memory.strip()[:1500]
+        except LLMCallError:
+            self._memory = self.plain_memory(good, ran)
         return self._memory
 
     def plain_memory(self, good: list[Node], ran: list[Node]) -> str:

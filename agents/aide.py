@@ -20,9 +20,10 @@ one node (``parent`` links form the tree).
   characters of its instruction, not the model's words.
 - A failed edit (a reply without usable code, or an editor call that fails after its retries) still runs
   the parent's code and costs its step. Buggy = the run failed or gave no metric, nothing else.
-- After each run one LLM analysis (no step; temperature 0.75, the port's ``llm.py`` default) sees the
-  plan, success, metric and the last 1,500 characters of the error; its reply, stripped and cut to 500
-  characters, is the node's analysis; a call that fails gives "Analysis failed: <error>".
+- After each run one LLM analysis (no step; temperature 0.75 and at most 8,192 tokens, the port's
+  ``llm.py`` defaults) sees the plan, success, metric and the last 1,500 characters of the error; its
+  reply, stripped and cut to 500 characters, is the node's analysis; a call that fails gives
+  "Analysis failed: <error>".
 
 ``variant=upstream``: aideml's own coding prompts (task, memory, the whole code, the failure report),
 re-asked up to ``reply_attempts`` times until a reply holds code; an edit that does not apply makes the
@@ -30,7 +31,7 @@ node buggy; an LLM review after each run (``review=true``) writes the summary an
 run buggy; both kinds of call at aideml's temperature, 0.5.
 
 Metrics appear in full, as the port prints a float. Where ``variant=port`` still differs from the port:
-every call is capped at ``max_output_tokens`` (the port's editor sends no cap, its analysis 8,192); the policy draws
+the editor calls are capped at ``max_output_tokens`` (the port's editor sends no cap); the policy draws
 from the run's seeded RNG (the port: Python's global one); with no good node at the end the harness
 tests the baseline code (the port runs no test); and the shared editor's own differences (its module).
 """
@@ -57,6 +58,8 @@ NO_SUCCESS = "(No successful attempts yet.)"
 NO_ERROR = "(No error output captured.)"
 PLAN_CHARS = 300  # the port keeps the head of the instruction as a node's plan
 ANALYSIS_CHARS = 500
+# the port's analysis goes through its llm.py, which asks for at most MAX_NUM_TOKENS = 8192 (llm.py 14)
+ANALYSIS_MAX_OUTPUT_TOKENS = 8192
 
 # the port's instruction texts (aide/agent.py 380-517), kept word for word: they are what the model reads
 ROLE = "You are an expert ML researcher. "
@@ -88,7 +91,8 @@ class AideOptions(EditorOptions):
     max_debug_depth: int = Field(3, ge=0, description="a buggy leaf is debugged while its debug depth is at most this")
     max_stderr_output: int = Field(1500, ge=1, description="characters of a failed run's stderr shown: its head to "
                                    "a debug, its tail to the analysis (review)")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the coding calls; the "
+                                   "analysis calls (variant=port) ask for at most 8192, as the port's llm.py")
     edit_temperature: float | None = Field(None, ge=0, le=2, description="variant=port only: temperature of the "
                                            "editor calls; none = the provider's, as the port's editor")
     analysis_temperature: float | None = Field(0.75, ge=0, le=2, description="variant=port only: temperature of "
@@ -245,7 +249,8 @@ class _PortSearch(_Tree):
         messages = [{"role": "system", "content": ANALYSIS_SYSTEM}, {"role": "user", "content": prompt}]
         try:
             text = self.s.llm.complete(messages, temperature=self.o.analysis_temperature,
-                                       max_output_tokens=self.o.max_output_tokens, purpose="analysis").text
+                                       max_output_tokens=min(ANALYSIS_MAX_OUTPUT_TOKENS, self.o.max_output_tokens),
+                                       purpose="analysis").text
         except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut
             return f"Analysis failed: {exc}"
         return text.strip()[:ANALYSIS_CHARS]

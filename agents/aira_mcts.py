@@ -45,9 +45,10 @@ from typing import Literal
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
-    Agent, CodeEditor, EditorOptions, EditReply, complete_or, metric_line, restore, run_error,
+    Agent, CodeEditor, EditorOptions, EditReply, metric_line, restore, run_error, task_context,
 )
-from pytest_fmlbench.agentkit.editing import port_value
+from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS, port_value
+from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.session import Session
 
 UNVISITED = -1e8
@@ -65,7 +66,8 @@ class AiraMctsOptions(EditorOptions):
     analysis_temperature: float | None = Field(0.75, ge=0, le=2,
                                                description="temperature of the analysis calls, the port's "
                                                "default (aira-dojo: 0.5); none = the provider's")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the editor calls; the "
+                                   "analysis calls ask for at most 8192, as the port's llm.py")
     node_plan: Literal["port", "model"] = Field(
         "port", description="a node's plan in the memory, the analysis and the debug chain: 'port' = the port's "
         "label ('Draft #n', 'Improve from node n', 'Debug fix for node n'; its nodes numbered step + 1, the root "
@@ -301,7 +303,7 @@ class _Search:
 
     # -- analysis (no step) ---------------------------------------------------------------------
     def analyse(self, node: Node) -> str:
-        prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{self.s.task.description.strip()}\n\n"
+        prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{task_context(self.s)}\n\n"
                   f"Action: {node.action}\nPlan: {node.plan[:300]}\n"
                   f"{metric_line(self.s, node.metric, 'Execution result')}\n"
                   f"Success: {not node.buggy}\nError: {node.error[:300]}\n\n"
@@ -309,7 +311,9 @@ class _Search:
                   "suggestion for the next iteration.")
         messages = [{"role": "system", "content": "You are an ML experiment analyst. Be concise and actionable."},
                     {"role": "user", "content": prompt}]
-        text = complete_or(self.s, messages, lambda exc: f"(analysis failed: {exc})",
-                           temperature=self.o.analysis_temperature, max_output_tokens=self.o.max_output_tokens,
-                           purpose="analysis")
+        try:
+            text = self.s.llm.complete(messages, temperature=self.o.analysis_temperature, purpose="analysis",
+                                       max_output_tokens=min(PORT_LLM_MAX_OUTPUT_TOKENS, self.o.max_output_tokens)).text
+        except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut (agent.py 612-613)
+            return f"(analysis failed: {exc})"
         return text.strip()[:500]

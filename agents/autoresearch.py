@@ -14,7 +14,8 @@ As in the port, the incumbent starts as the baseline code at the task's recorded
 value (upstream's first run re-measures the baseline; here no step is spent on it), and a debug retry
 edits the incumbent, told what was intended and how it crashed (``debug_from=incumbent``). Upstream
 Autoresearch fixes the crashed code itself: ``debug_from=crashed``. The idea call costs no step (at
-the port's temperature, 0.75); a failed edit still runs (the incumbent, unchanged) and costs its step.
+the port's temperature, 0.75, and at most 8,192 tokens, as its llm.py); a failed edit still runs (the
+incumbent, unchanged) and costs its step.
 An idea call that fails after its retries gives the port's stand-in idea (``FALLBACK_IDEA``); an edit
 call that fails is a failed edit. An exception inside the loop ends it, and the run goes on to its final
 test on the best code so far, as the port's ``except Exception`` does (recorded in the run's
@@ -30,8 +31,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pytest_fmlbench.agentkit import (
-    Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail,
+    Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail, task_context,
 )
+from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
@@ -65,13 +67,16 @@ def current_code(files: dict[str, str], order: list[str]) -> str:
 class AutoresearchOptions(EditorOptions, LoopErrorOptions):
     max_debug_retries: int = Field(3, ge=1, description="consecutive crashed runs of an idea (its own included) "
                                    "before it is given up, as the port counts them")
+    max_stderr_output: int = Field(1500, ge=1, description="characters of a crashed run's stderr (its tail) a debug "
+                                   "retry is shown")
     debug_from: Literal["incumbent", "crashed"] = Field(
         "incumbent", description="code a debug retry edits: the incumbent, as the port; 'crashed' as upstream")
     idea_temperature: float | None = Field(0.75, ge=0, le=2, description="temperature of the idea calls, the "
                                            "port's default (its llm.py); none = the provider's")
     edit_temperature: float | None = Field(None, ge=0, le=2, description="temperature of the edit calls; "
                                            "none = the provider's default, as the port")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of each LLM call")
+    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the editor calls; the "
+                                   "idea calls ask for at most 8192, as the port's llm.py")
 
 
 @dataclass
@@ -129,8 +134,8 @@ class Climber:
         else:
             system, user = idea_prompt()
             idea = complete_or(s, [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                               lambda exc: FALLBACK_IDEA, temperature=self.o.idea_temperature,
-                               max_output_tokens=self.o.max_output_tokens, purpose="idea").strip()
+                               lambda exc: FALLBACK_IDEA, temperature=self.o.idea_temperature, purpose="idea",
+                               max_output_tokens=min(PORT_LLM_MAX_OUTPUT_TOKENS, self.o.max_output_tokens)).strip()
             line.last_idea = idea
             restore(s, line.files)
             reply = self.editor.request(idea, line.files, purpose=action)
@@ -151,7 +156,7 @@ class Climber:
             line.consecutive_crashes += 1
             if line.consecutive_crashes < self.o.max_debug_retries:
                 line.pending_debug = True
-                line.last_error = tail(run_error(record))
+                line.last_error = tail(run_error(record), self.o.max_stderr_output)
                 line.crashed_step = record.step
                 return {"decision": "crash", "next": "debug retry", "crashes_in_a_row": line.consecutive_crashes}
             restore(self.s, line.files)
@@ -188,7 +193,7 @@ class Climber:
     def idea_prompt(self, line: Line) -> tuple[str, str]:
         parts = ["You are an autonomous ML researcher. Your goal is to propose the next experimental idea to "
                  "improve the ML algorithm.\n",
-                 "## Task Description\n" + self.s.task.description.strip(),
+                 "## Task Description\n" + task_context(self.s),
                  "\n## Baseline Results\n" + metric_line(self.s, self.s.task.baseline.val, "Baseline")]
         if line.metric is not None:
             parts.append("\n## Current Best Metric\n" + metric_line(self.s, line.metric, "Current Best"))

@@ -35,7 +35,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from pytest_fmlbench.agentkit import Agent, tail
+from pytest_fmlbench.agentkit import Agent, tail, task_context
 from pytest_fmlbench.agentkit.editing import (
     DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
 )
@@ -209,7 +209,7 @@ class _Evolution:
     def analyse(self, child: Program) -> str:
         task = self.s.task
         value = port_value(child.metric)
-        prompt = (f"Briefly analyse this ML experiment result.\n\n## Task\n{task.description.strip()[:500]}\n\n"
+        prompt = (f"Briefly analyse this ML experiment result.\n\n## Task\n{task_context(self.s)[:500]}\n\n"
                   f"## Execution result\nSuccess: {not child.buggy}\nPrimary metric ({task.metric.key}): {value}\n\n")
         if child.error:
             prompt += f"Error output:\n```\n{child.error[:500]}\n```\n\n"

@@ -52,6 +52,9 @@ GUIDELINES = (
 )
 # the port leaves the reply length to the provider; its editor names 16384 as the completion budget
 DEFAULT_MAX_OUTPUT_TOKENS = 16384
+# the ports' own calls (analysis, idea, memory) go through their llm.py, which asks for at most
+# MAX_NUM_TOKENS = 8192 (llm.py 14)
+PORT_LLM_MAX_OUTPUT_TOKENS = 8192
 
 EditorMode = Literal["port", "strict"]
 

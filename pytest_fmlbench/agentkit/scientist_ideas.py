@@ -21,6 +21,7 @@ from typing import Any
 
 from ..llm.errors import LLMCallError
 from ..session import Session
+from .editing import task_context
 from .prompting import extract_json, render_files
 
 DONE_MARKER = "I am done"
@@ -122,8 +123,8 @@ class IdeaGenerator:
 
     def next_idea(self) -> Idea | None:
         """One more idea, trying new conversations until one parses or the attempts run out."""
-        spec = self.s.task
-        task_text = spec.description.strip()
+        # the task as every other prompt shows it: the port reads one task description for all of them
+        task_text = task_context(self.s)
         code = render_files(self.s.baseline_files)
         while not self.exhausted:
             self.attempts += 1

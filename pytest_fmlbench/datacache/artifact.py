@@ -1,4 +1,11 @@
-"""One artefact a full-profile task needs: where it comes from and what its bytes must hash to."""
+"""One artefact a full-profile task needs: where it comes from and what its bytes must hash to.
+
+A file is pinned by the SHA-256 its publishers give. Where none is published, and only then, a task may
+declare what is: an MD5 (``md5``), or the leading hex digits of the SHA-256 that the publisher writes into
+the file name (``sha256_prefix``, torch.hub's ``check_hash`` convention, e.g. ``resnet50-0676ba61.pth``).
+Such a file is checked against that weaker digest when it is fetched, and against the SHA-256 and size
+recorded then on every later check; the task says where the digest was published.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,8 @@ SCHEMES = ("https", "http", "file")
 
 
 class Artifact(BaseModel):
-    """A file (checked by SHA-256 and size) or a git repository (checked by its pinned commit)."""
+    """A file (checked by SHA-256 and size, or where none is published by MD5 or a SHA-256 prefix) or a git
+    repository (checked by its pinned commit)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -21,7 +29,12 @@ class Artifact(BaseModel):
     kind: Literal["file", "git"] = "file"
     urls: list[str] = Field(min_length=1, description="sources tried in order (mirrors); https, http or file")
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="of the file's bytes (kind file)")
-    size: int | None = Field(None, gt=0, description="the file's size in bytes (kind file)")
+    md5: str | None = Field(None, pattern=r"^[0-9a-f]{32}$",
+                            description="of the file's bytes, only where its publishers give no SHA-256 (kind file)")
+    sha256_prefix: str | None = Field(None, pattern=r"^[0-9a-f]{8,63}$",
+                                      description="the SHA-256's leading hex digits that the publisher's file name "
+                                      "carries, only where no full SHA-256 is published (kind file)")
+    size: int | None = Field(None, gt=0, description="the file's size in bytes (kind file; required with sha256)")
     commit: str | None = Field(None, pattern=r"^[0-9a-f]{40}$", description="the pinned commit (kind git)")
     filename: str | None = Field(None, description="the file's name in the cache (default: the URL's last part)")
     gated: bool = Field(False, description="the source needs an access token (sent as a bearer token)")
@@ -47,8 +60,19 @@ class Artifact(BaseModel):
 
     @model_validator(mode="after")
     def _checks_for_kind(self) -> Artifact:
-        if self.kind == "file" and (self.sha256 is None or self.size is None):
+        digests = [key for key in ("sha256", "md5", "sha256_prefix") if getattr(self, key) is not None]
+        if self.kind == "file" and not digests:
+            raise ValueError(f"artefact {self.name!r}: a file needs sha256 and size (or, only where no SHA-256 is "
+                             "published, md5 or sha256_prefix)")
+        if self.kind == "file" and len(digests) > 1:
+            raise ValueError(f"artefact {self.name!r}: a file declares one checksum, not {' and '.join(digests)}")
+        if self.kind == "file" and self.sha256 is not None and self.size is None:
             raise ValueError(f"artefact {self.name!r}: a file needs sha256 and size")
+        if self.kind == "git" and digests:
+            raise ValueError(f"artefact {self.name!r}: a git repository is pinned by its commit, not by {digests[0]}")
+        if self.sha256_prefix is not None and f"-{self.sha256_prefix}." not in self.file_name:
+            raise ValueError(f"artefact {self.name!r}: sha256_prefix must be the one its file name carries "
+                             f"(name-<prefix>.ext), and {self.file_name!r} does not carry {self.sha256_prefix!r}")
         if self.kind == "git" and self.commit is None:
             raise ValueError(f"artefact {self.name!r}: a git repository needs its pinned commit")
         if self.gated and not self.token_env:
@@ -62,7 +86,22 @@ class Artifact(BaseModel):
         return PurePosixPath(unquote(urlparse(self.urls[0]).path)).name or self.name
 
     def size_text(self) -> str:
-        return human_size(self.size) if self.size else "a git checkout"
+        if self.kind == "git":
+            return "a git checkout"
+        return human_size(self.size) if self.size else "size not published"
+
+    def mismatch(self, sha256: str, md5: str | None = None, size: int | None = None) -> str | None:
+        """What bytes with these digests fail of the declared checksum and size; None when they pass.
+        ``md5`` is needed only when one is declared."""
+        if self.size is not None and size is not None and size != self.size:
+            return f"{size} bytes, expected {self.size}"
+        if self.sha256 is not None and sha256 != self.sha256:
+            return f"sha256 {sha256}, expected {self.sha256}"
+        if self.md5 is not None and md5 != self.md5:
+            return f"md5 {md5}, expected {self.md5}"
+        if self.sha256_prefix is not None and not sha256.startswith(self.sha256_prefix):
+            return f"sha256 {sha256}, expected one starting {self.sha256_prefix}"
+        return None
 
 
 def human_size(n: int) -> str:

@@ -5,13 +5,14 @@ Layout under the root (``$FMLBENCH_DATA``, default ``~/.cache/fmlbench/data``)::
     <name>/<file name>        a file artefact, complete and verified
     <name>/<file name>.part   an interrupted download (resumed from its end)
     <name>/src/               a git artefact, checked out at its pinned commit
-    <name>/stamp.json         what was verified: sha256 and size, or the commit
+    <name>/stamp.json         what was verified: sha256 and size (and the md5 declared), or the commit
     smoke/<name>/...          the same for --scale=smoke: small stand-ins in the upstream format,
                               written by ``fmlbench data fixtures``, checked against their own stamp
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -71,11 +72,16 @@ class DataCache:
         tmp.replace(path)
 
     def expected(self, artifact: Artifact) -> dict:
-        """What the bytes must be: the declared checksum, or at smoke scale the fixture's own stamp."""
+        """What the bytes must be: the declared checksum, or at smoke scale the fixture's own stamp.
+
+        A file declared by an MD5 or a SHA-256 prefix (none published in full) must keep the SHA-256 and
+        size it had when it was fetched and passed that check; :meth:`check` re-checks the declared digest too.
+        """
         if self.scale == "full":
             if artifact.kind == "git":
                 return {"commit": artifact.commit}
-            return {"sha256": artifact.sha256, "size": artifact.size}
+            if artifact.sha256 is not None:
+                return {"sha256": artifact.sha256, "size": artifact.size}
         stamp = self.read_stamp(artifact) or {}
         return {key: stamp.get(key) for key in (("commit",) if artifact.kind == "git" else ("sha256", "size"))}
 
@@ -99,7 +105,19 @@ class DataCache:
         digest = sha256_file(path)
         if digest != want["sha256"]:
             return f"corrupt (sha256 {digest[:12]}..., expected {str(want['sha256'])[:12]}...)"
+        if self.scale == "full" and artifact.sha256 is None:
+            wrong = artifact.mismatch(digest, md5_file(path) if artifact.md5 else None)
+            if wrong:
+                return f"corrupt ({wrong})"
         return None
+
+
+def md5_file(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def git_head(path: Path) -> str | None:

@@ -72,14 +72,18 @@ def fetch_file(artifact: Artifact, cache: DataCache, progress: Progress) -> Path
                 part.unlink(missing_ok=True)
             problems.append(str(exc))
             continue
-        digest = _sha256(part)
-        if digest != artifact.sha256:
+        digest, md5 = _digests(part, with_md5=artifact.md5 is not None)
+        size = part.stat().st_size
+        wrong = artifact.mismatch(digest, md5, size)
+        if wrong:
             part.unlink(missing_ok=True)
-            problems.append(f"{url} gave sha256 {digest}, expected {artifact.sha256} (deleted)")
+            problems.append(f"{url} gave {wrong} (deleted)")
             continue
         final.unlink(missing_ok=True)
         os.replace(part, final)
-        cache.write_stamp(artifact, sha256=digest, size=artifact.size, source=url, fetched_at=time.time())
+        # a file pinned by an MD5 or a SHA-256 prefix is held to the SHA-256 and size it had when it passed
+        extra = {"md5": md5} if md5 else {}
+        cache.write_stamp(artifact, sha256=digest, size=size, source=url, fetched_at=time.time(), **extra)
         return final
     raise FetchError(f"{artifact.name}: not fetched, nothing kept: " + "; ".join(problems))
 
@@ -163,12 +167,16 @@ def _stream(read, dst, progress: Progress, size: int | None, offset: int) -> Non
         progress(len(chunk), size, False)
 
 
-def _sha256(path: Path) -> str:
+def _digests(path: Path, with_md5: bool = False) -> tuple[str, str | None]:
+    """The file's SHA-256, and its MD5 when asked, in one read."""
     digest = hashlib.sha256()
+    md5 = hashlib.md5(usedforsecurity=False) if with_md5 else None
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(CHUNK), b""):
             digest.update(chunk)
-    return digest.hexdigest()
+            if md5 is not None:
+                md5.update(chunk)
+    return digest.hexdigest(), md5.hexdigest() if md5 is not None else None
 
 
 def fetch_git(artifact: Artifact, cache: DataCache) -> Path:

@@ -15,6 +15,9 @@ import numpy as np
 
 # the other formats, one module each (reader and fixture side by side); named here for task.yaml's `fixture`
 from .mnist import write_fixture as mnist_npz  # noqa: F401  (Keras's mnist.npz)
+from .svhn import write_fixture as svhn_test_mat  # noqa: F401  (SVHN's test_32x32.mat)
+from .officehome import write_fixture as office_home_zip  # noqa: F401  (OfficeHomeDataset_10072016.zip)
+from .checkpoint import write_fixture as torch_checkpoint  # noqa: F401  (a .pth state dict: published weights)
 
 PER_BATCH = 40  # CIFAR-10: 5 training batches of 40 and a test batch of 40
 
@@ -65,6 +68,13 @@ def domainbed_repo(path: Path) -> None:
     from . import gitrepo
 
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "domainbed", "DomainBed stand-in")
+
+
+def privacy_meter_repo(path: Path) -> None:
+    """A repository in privacy meter's layout with a stand-in of the files its task uses (``standins/privacy_meter``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "privacy_meter", "privacy meter stand-in")
 
 
 def pycil_repo(path: Path) -> None:

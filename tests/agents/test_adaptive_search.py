@@ -203,3 +203,69 @@ def test_rule_prompts_reach_the_model_and_a_killed_run_resumes_with_the_same_dec
     view = lambda run: [(s.action, s.parent, s.metric, s.idea, s.extra) for s in run.steps]  # noqa: E731
     assert view(resumed) == view(reference)
     assert coder.asked["edit"] == 6  # nothing recorded was asked again
+
+
+def test_an_incumbent_off_the_scale_repeats_the_curves_last_value():
+    # the port's _update_improvement_curve (agent.py 864-870): display_transform None -> the last value again
+    spec = load_task(TOY / "task.yaml").spec
+    p_value = spec.model_copy(update={"metric": spec.metric.model_copy(update={"transform": "neg_log10"}),
+                                      "baseline": spec.baseline.model_copy(update={"val": 1e-4}),
+                                      "normalization": spec.normalization.model_copy(update={"best": 0.0,
+                                                                                             "worst": "baseline"})})
+    assert MOD.improvement(0.0, p_value) is None
+    assert MOD.improvement(None, p_value) == 0.0  # no incumbent value: the baseline's, as the port
+
+
+def test_the_signals_embed_the_code_as_the_port_does_or_as_the_scores():
+    files = {"split_config.json": '{"val_ratio": 0.2}', "algorithm.py": "A", "config.json": "{}"}
+    session = type("S", (), {"baseline_files": files})()
+    # embeddings.py 56-58: every file of the snapshot, sorted by path, joined by newlines, no banners
+    assert MOD.Signals(session, AGENT.Options())._text(files) == 'A\n{}\n{"val_ratio": 0.2}'
+    # the scores' text leaves out split_config.json, as the original's offline calibration does
+    assert MOD.Signals(session, AGENT.Options(signal_text="scores"))._text(files) == "A\n{}"
+
+
+def headings_of(prompt: str) -> list[str]:
+    return [line for line in prompt.splitlines() if line.startswith("## ")]
+
+
+def test_a_branch_crash_is_retried_then_given_up_and_its_prompts_hold_the_ports_sections(run_agent, fake_llm):
+    # Phase 1 (p1_window 1): two ideas with no gain -> slope 0 at step 2; 5 steps left <= branch_cutoff_1:
+    # one branch. Its first idea crashes; with max_debug_retries=2 the port retries once (crashes 1 < 2),
+    # the retry crashes too (2: give up, the branch's incumbent restored) and the next turn is a new idea
+    # (adaptivesearch/agent.py 993-1017, 1129-1151)
+    coder = ScriptedCoder(ideas=["epochs=10", "epochs=10", "bug", "epochs=20", "epochs=30"], edits=["bug"])
+    fake_llm.responder = coder
+    options = {"p1_window": 1, "branch_skip_max": 0, "branch_cutoff_1": 10, "max_debug_retries": 2,
+               "encoder": "none"}
+    run = run_agent("adaptive-search", steps=7, options=options)
+    steps, info = run.steps, phase_info(run)
+    assert run.record.status == "finished" and len(steps) == 7
+    assert [s.action for s in steps] == ["draft", "improve", "branch_init", "debug", "improve", "improve", "improve"]
+    assert info[1]["trigger"]["branches"] == 1 and [i["branch"] for i in info[2:]] == [0] * 5
+    assert [i["decision"] for i in info[2:4]] == ["crash", "crash"]
+    assert info[2]["next"] == "debug retry" and info[3]["next"] == "give up the idea, revert"
+    assert steps[3].idea == "[debug retry] IDEA: bug" and not steps[3].success
+    # the retry is one editor call with the intended idea and the crash's stderr tail, no idea call
+    assert coder.kinds() == ["idea", "edit"] * 3 + ["edit"] + ["idea", "edit"] * 3
+    debug = [p for k, p in coder.prompts if k == "edit"][3]
+    assert "The previous experiment crashed. The intended change was:\nIDEA: bug\n\n## Error\n```\n" in debug
+    assert "injected bug in fit" in debug
+    # the next idea prompt: the port's sections, in its order (agent.py 1305-1355), the branch's two crashes
+    # in its history and in the cross-branch journal; the branch best is the fork's value
+    prompt = idea_prompts(coder)[3]
+    assert headings_of(prompt) == ["## Task Description", "## Baseline Results",
+                                   "## Current Best Metric (this branch)", "## Branch History (this branch only)",
+                                   "## Cross-branch Journal (recent activity of all phase-2 branches)",
+                                   "## Current Code", "## Instructions"]
+    assert prompt.startswith("You are an autonomous ML researcher. Your goal is to propose the next experimental")
+    fork = info[1]["trigger"]["forks"][0]["parent_metric"]
+    assert f"Branch Best: accuracy = {fork} (higher is better)" in prompt
+    assert "   3 |    CRASH   | crash   | IDEA: bug\n   4 |    CRASH   | crash   | [debug retry] IDEA: bug" in prompt
+    assert "[branch 0 | step 4 | crash   | accuracy=CRASH]\n[debug retry] IDEA: bug" in prompt
+    # the branch's first prompt: the initialisation header (its own sections), then the same body
+    init = idea_prompts(coder)[2]
+    assert headings_of(init) == ["## Parent candidate", "## The other branches' first ideas (siblings; for diversity)",
+                                 "## Cross-branch journal (recent activity of all branches)",
+                                 "## REQUIRED PROPERTY OF YOUR FIRST IDEA", *headings_of(prompt)]
+    assert "(no experiments on this branch yet.)" in init and "(no phase-2 activity yet)" in init

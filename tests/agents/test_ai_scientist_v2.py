@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import random
 import re
+import sys
 from collections import Counter
 
 import pytest
 
 from conftest import load_record
-from llm.fixtures import api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
-from llm.fake_llm import Say, Seen
+from llm.fixtures import TOY, api_keys, fake_llm, kill_at_call, run_agent  # noqa: F401  (fixtures)
+from llm.fake_llm import Fail, Say, Seen
 from llm.toy_coder import BROKEN_ALGO, GOOD_ALGO, file_block, shown_file
 from scripted_coder import edit_reply, instruction_of
 from pytest_fmlbench.agentkit import AgentLoadError, load_agent_class, parse_agent_options
+from pytest_fmlbench.journal import Journal
 from pytest_fmlbench.runner import RunError
+from pytest_fmlbench.spec import load_task
 
 AGENT = load_agent_class("ai-scientist-v2")
 STAGE_NAMES = ["initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"]
@@ -306,3 +310,120 @@ def test_runs_from_the_command_line_with_its_options_recorded(pytester, toy, ben
     bad = bench("--agent=ai-scientist-v2", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--agent-opt", "bogus=1",
                 "toy_task")
     bad.stderr.fnmatch_lines(["ERROR: agent ai-scientist-v2 has no option bogus; options: *stage_budgets*"])
+
+
+# -- the port's batch selection, hand-derived (ai_scientist_v2/agent.py 636-707) ----------------------------
+MOD = sys.modules[AGENT.__module__]
+
+
+def hand_built_tree(direction: str = "higher"):
+    """A stage's tree, built by hand: three roots A (.78, improved once to .80), B (buggy, debugged once,
+    still buggy) and C (.79), and a fourth root D, a chain of buggy debugs four deep. A stand-in session
+    holds what selection reads: the metric's direction and the run's random generator."""
+    spec = load_task(TOY / "task.yaml").spec
+    spec = spec.model_copy(update={"metric": spec.metric.model_copy(update={"direction": direction})})
+    session = type("Session", (), {"steps_total": 10, "task": spec, "rng": random.Random(0),
+                                   "journal": Journal(direction)})()
+    search = MOD._TreeSearch(session, AGENT.Options())
+    nodes = []
+
+    def add(action, buggy, metric=None, parent=None):
+        node = MOD.Node(key=len(nodes), step=len(nodes) + 1, action=action, plan="", buggy=buggy, metric=metric,
+                        parent=parent)
+        if parent is not None:
+            parent.children.append(node)
+        nodes.append(node)
+        return node
+
+    a = add("draft", False, 0.78)
+    a1 = add("improve", False, 0.80, a)
+    b = add("draft", True)
+    b1 = add("debug", True, parent=b)
+    c = add("draft", False, 0.79)
+    d = add("draft", True)
+    for _ in range(4):  # debug depths 1, 2, 3, 4: the last leaf is past max_debug_depth=3
+        d = add("debug", True, parent=d)
+    search.nodes = nodes
+    return search, {"a": a, "a1": a1, "b": b, "b1": b1, "c": c, "d4": d}
+
+
+def picks(batch, named):
+    by_node = {id(node): name for name, node in named.items()}
+    return [(action, by_node.get(id(node)) if node is not None else None) for action, node in batch]
+
+
+def test_batch_selection_is_the_ports_over_a_hand_built_tree():
+    # viable trees (a leaf that is not buggy): A and C, so len(viable) = 2 (agent.py 656-661)
+    search, named = hand_built_tree()
+    search.o = AGENT.Options(debug_prob=1.0)
+    # slot 1: the only debuggable leaf is B's debug (D's leaf is at depth 4 > 3; B's root has a child):
+    # debug it, tree B processed. Slot 2: no debuggable leaf outside tree B -> improve the best good node,
+    # A1 (.80), tree A processed. Slots 3, 4: A1's tree is processed, but len(processed) = 2 >= len(viable)
+    # = 2 (tree B counts though it is not viable), so A1 again; C is never reached (agent.py 694-701)
+    assert picks(search.select_batch(4, 3), named) == [("debug", "b1"), ("improve", "a1"), ("improve", "a1"),
+                                                        ("improve", "a1")]
+    search.o = AGENT.Options(debug_prob=0.0)
+    # A1 (tree A); then A1's tree is taken and only 1 < 2 trees are: C (.79); then A1, A1
+    assert picks(search.select_batch(4, 3), named) == [("improve", "a1"), ("improve", "c"), ("improve", "a1"),
+                                                        ("improve", "a1")]
+    # four roots exist, five asked for: one draft first, then the rest as above (agent.py 648-653)
+    assert picks(search.select_batch(3, 5), named) == [("draft", None), ("improve", "a1"), ("improve", "c")]
+    # lower is better: ascending order, A (.78) first, then tree C
+    search, named = hand_built_tree("lower")
+    search.o = AGENT.Options(debug_prob=0.0)
+    assert picks(search.select_batch(3, 3), named) == [("improve", "a"), ("improve", "c"), ("improve", "a")]
+
+
+class PlateauResearcher(ScriptedResearcher):
+    """ScriptedResearcher whose second memory call and first sub-stage call fail on every attempt (the
+    loopback settings allow 5), as a model outage does."""
+
+    def __init__(self, outcomes):
+        super().__init__(outcomes)
+        self.failed = Counter()
+        self.answered = Counter()
+
+    def __call__(self, seen: Seen) -> Say:
+        kind = kind_of(seen)
+        if (kind == "memory" and self.answered["memory"] == 1 or kind == "substage" and not self.answered["substage"]) \
+                and self.failed[kind] < 5:
+            self.failed[kind] += 1
+            return Fail(500, "the model is unavailable")
+        self.answered[kind] += 1
+        return super().__call__(seen)
+
+
+def test_sub_stages_and_failed_memory_and_goal_calls_as_the_port(run_v2, fake_llm):
+    # 8 steps, shares 1/8, 6/8, 1/8, 0: stage budgets 1, 6, 1, 0 (the last stage skipped). Stage 1 drafts
+    # lr=0.5,epochs=10 (.79); stage 2 improves it at each step to lr=0.8,epochs=10, .79 as well
+    model = PlateauResearcher(["lr=0.5,epochs=10"] + ["lr=0.8,epochs=10"] * 6 + ["lr=0.1,epochs=10"])
+    fake_llm.responder = model
+    run = run_v2(steps=8, stage_budgets="0.125,0.75,0.125,0")
+    steps = run.steps
+    assert run.record.status == "finished" and [s.extra["stage"]["number"] for s in steps] == [1] + [2] * 6 + [3]
+    stage2 = steps[1:7]
+    assert [s.metric for s in stage2] == [0.79] * 6 and {(s.action, s.parent) for s in stage2} == {("improve", 1)}
+    # the port checks before every forced step (agent.py 504-511, 575-589): after 3 steps of a sub-stage,
+    # max(3, nodes // 2) is reached; then, 1 step into the next one, the last 3 good nodes share .79
+    assert [s.extra["substage"]["number"] for s in stage2] == [1, 1, 1, 2, 3, 4]
+    assert [s.extra["substage"].get("reason") for s in stage2] == [
+        None, None, None, "sub-stage step limit reached", "metric converged over the last 3 good nodes",
+        "metric converged over the last 3 good nodes"]
+    # the first goal call failed: the port's stock goal (agent.py 620-621); the next ones are the model's
+    goals = "Tune hyper-parameters"
+    assert stage2[3].extra["substage"]["goals"].endswith(
+        "\n\nSub-stage 2 focus:\nContinue improving based on current progress.")
+    assert stage2[4].extra["substage"]["goals"].endswith("\n\nSub-stage 3 focus:\nGoals: vary the learning rate.")
+    improves = model.prompts("improve")
+    assert all(goals in p for p in improves)
+    # memory: none before stage 2's first step (its tree is empty), the model's before its second; the
+    # second call failed, so before step 3 the port's fallback (agent.py 251-256): the last 5 successes
+    # as "- [success] <plan[:150]> | <metric>=<value>", a plan being the instruction's first 500 characters
+    instructions = [instruction_of(p) for p in improves]
+    assert "## Memory" not in instructions[0] and "## Memory\nMemory: keep lr moderate.\n" in instructions[1]
+    fallback = "\n".join(f"- [success] {i[:150]} | accuracy=0.79" for i in instructions[:2])
+    assert f"## Memory\n{fallback}\n\n## Previous results" in instructions[2]
+    # the failed calls cost no step, the budget held, the final test ran, and the record counts them
+    assert run.record.steps_used == 8 and run.record.llm_failed_calls == 2 and run.record.test_metric is not None
+    # stage 3 opens with one draft from the baseline
+    assert (steps[7].action, steps[7].parent) == ("draft", None)

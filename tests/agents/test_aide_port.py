@@ -315,7 +315,11 @@ def test_random_choices_follow_the_ports_policy(run_agent, fake_llm, seed):
     assert {s.action for s in steps} == {"draft", "debug", "improve"}
 
 
-def test_temperatures_on_the_wire(run_agent, fake_llm):
+def reply_limit(body: dict) -> int | None:
+    return body.get("max_completion_tokens", body.get("max_tokens"))
+
+
+def test_temperatures_and_reply_limits_on_the_wire(run_agent, fake_llm):
     model = PortModel(edits=["bug", "fix"])
     fake_llm.responder = model
     run_agent("aide", steps=3, options={"num_drafts": 1, "debug_prob": 1.0})
@@ -324,6 +328,10 @@ def test_temperatures_on_the_wire(run_agent, fake_llm):
     # the port's editor sends no temperature; its analysis goes through llm.py's default, 0.75
     assert all("temperature" not in body for k, body in sent if k != "analysis")
     assert [body["temperature"] for k, body in sent if k == "analysis"] == [0.75] * 3
+    # llm.py asks for at most MAX_NUM_TOKENS = 8192 (llm.py 14, 217-310); the editor calls are capped at
+    # max_output_tokens (the port's editor sends no limit: a difference the README names)
+    assert [reply_limit(body) for k, body in sent if k == "analysis"] == [8192] * 3
+    assert [reply_limit(body) for k, body in sent if k != "analysis"] == [16384] * 3
     fake_llm.responder = model = PortModel()
     run_agent("aide", steps=1, options={"edit_temperature": 0.2, "analysis_temperature": None}, seed=1)
     assert [seen.body.get("temperature") for _, seen in model.calls] == [0.2, None]

@@ -11,9 +11,11 @@ the record counts the failed calls.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from llm.fake_llm import Fail, Seen
-from llm.fixtures import api_keys, fake_llm, run_agent  # noqa: F401 (fixtures)
+from llm.fixtures import TOY, api_keys, fake_llm, run_agent  # noqa: F401 (fixtures)
 from llm.toy_coder import ToyCoder
 from llm.toy_coder import kind_of as aide_kind
 from scripted_coder import ScriptedCoder, kind_of
@@ -26,6 +28,7 @@ from pytest_fmlbench.scoring import process_metrics
 # purpose -> the temperature the port sends (None: none at all)
 EDIT = None
 PORT = 0.75
+EDITOR_LIMIT, PORT_LIMIT = 16384, 8192  # reply limits of the editor's calls and of the port's llm.py
 TEMPERATURES = [
     ("aide", lambda: ToyCoder(drafts=("bug", "ok")), {"num_drafts": 1, "debug_prob": 1.0},
      {"draft": EDIT, "debug": EDIT, "improve": EDIT, "analysis": PORT}),
@@ -56,6 +59,12 @@ def test_temperatures_are_the_ports(run_agent, fake_llm, agent, model, options, 
     # and on the wire: a temperature goes out exactly with the calls that have one
     on_wire = sorted(str(seen.body.get("temperature")) for seen in fake_llm.completions)
     assert on_wire == sorted(str(call["request"]["temperature"]) for call in run.ledger())
+    # reply limits: the port's own calls ask for llm.py's MAX_NUM_TOKENS = 8192 (llm.py 14); its editor sends
+    # none, ours caps it at max_output_tokens (16384 by default: a difference the README names)
+    limits = {}
+    for call in run.ledger():
+        limits.setdefault(call["purpose"], set()).add(call["request"]["max_output_tokens"])
+    assert limits == {p: {EDITOR_LIMIT if expected[p] is EDIT else PORT_LIMIT} for p in limits}
 
 
 def failing(model, is_target, attempts: int = 5):
@@ -111,3 +120,37 @@ def test_an_outage_mid_run_becomes_the_ports_fallback_and_the_run_finishes(run_a
     assert record.llm_failed_calls == 1 and process_metrics(record, run.steps)["llm_failed_calls"] == 1.0
     errors = [call for call in run.ledger() if call.get("error")]
     assert len(errors) == 1 and errors[0]["error"]["kind"] == "unavailable"
+
+
+# the port hands one task description to its editor and to its agent (benchmark/runner.py 78-86), so the
+# task text every prompt shows is the same: here the description and the task's declared constraints
+TASK_TEXT = [
+    ("aide", ToyCoder, {"num_drafts": 1}),
+    ("aira-mcts", ScriptedCoder, {}),
+    ("autoresearch", ScriptedCoder, {}),
+    ("adaptive-search", ScriptedCoder, {"encoder": "none"}),
+    ("openevolve", ToyEvolver, {"num_islands": 1}),
+    ("ai-scientist-v1", ToyScientist, {"num_ideas": 1, "num_reflections": 1}),
+    ("ai-scientist-v2", ToyResearcher, {}),
+]
+CONSTRAINT = "accuracy on the hidden test split stays within 0.05 of validation"
+
+
+@pytest.fixture(scope="module")
+def constrained_toy(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("constrained") / "toy_task"
+    shutil.copytree(TOY, folder)
+    spec = folder / "task.yaml"
+    spec.write_text(spec.read_text().replace(
+        "constraints: []", f'constraints:\n  - name: small_gap\n    description: "{CONSTRAINT}"'))
+    return folder
+
+
+@pytest.mark.parametrize("agent, model, options", TASK_TEXT, ids=[t[0] for t in TASK_TEXT])
+def test_every_prompt_shows_the_task_with_its_constraints(run_agent, fake_llm, constrained_toy, agent, model,
+                                                          options):
+    fake_llm.responder = model()
+    run_agent(agent, steps=2, options=options, task=constrained_toy)
+    first_line = "Improve validation accuracy of the classifier in algorithm.py"
+    with_task = [seen.prompt for seen in fake_llm.completions if first_line in seen.prompt]
+    assert with_task and all(f"small_gap: {CONSTRAINT}" in prompt for prompt in with_task)

@@ -1,4 +1,5 @@
-"""Smoke fixtures in upstream formats: Keras's mnist.npz, and a git repository standing in for DomainBed."""
+"""Smoke fixtures in upstream formats: Keras's mnist.npz, and git repositories standing in for DomainBed and
+privacy meter."""
 
 import subprocess
 
@@ -37,3 +38,12 @@ def test_the_domainbed_fixture_is_a_repository_with_one_reproducible_commit(tmp_
     assert heads[0] == heads[1]
     assert (tmp_path / "one" / "domainbed" / "algorithms.py").is_file()
     assert (tmp_path / "one" / "domainbed" / "lib" / "fast_data_loader.py").is_file()
+
+
+def test_the_privacy_meter_fixture_is_a_repository_with_privacy_meters_trainer_and_network(tmp_path):
+    fixtures.privacy_meter_repo(tmp_path / "repo")
+    git = ["git", "-C", str(tmp_path / "repo")]
+    assert subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True).stdout == ""
+    assert (tmp_path / "repo" / "trainers" / "default_trainer.py").is_file()
+    assert (tmp_path / "repo" / "models" / "wide_resnet.py").is_file()
+    assert not (tmp_path / "repo" / "models" / "__init__.py").exists()  # the task's workspace brings its own
