@@ -77,11 +77,19 @@ def privacy_meter_repo(path: Path) -> None:
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "privacy_meter", "privacy meter stand-in")
 
 
+def pycil_repo(path: Path) -> None:
+    """A repository in PyCIL's layout with a stand-in of the interface its task uses (``standins/pycil``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "pycil", "PyCIL stand-in")
+
+
 def cifar100_python(path: Path) -> None:
-    """``cifar-100-python.tar.gz``: ``cifar-100-python/{train,test,meta}``, 10 training and 3 test images per class."""
+    """``cifar-100-python.tar.gz``: ``cifar-100-python/{train,test,meta}``, 10 training and 4 test images per class
+    (4, so that a per-class 30% cut, as the PyCIL task's, leaves one val image per class)."""
     rng = np.random.default_rng(100)
     members = {"cifar-100-python/train": _batch(rng, 1000, 100, b"fine_labels", b"training batch 1 of 1"),
-               "cifar-100-python/test": _batch(rng, 300, 100, b"fine_labels", b"testing batch 1 of 1")}
+               "cifar-100-python/test": _batch(rng, 400, 100, b"fine_labels", b"testing batch 1 of 1")}
     meta = {b"fine_label_names": [f"class_{i:02d}".encode() for i in range(100)],
             b"coarse_label_names": [f"superclass_{i:02d}".encode() for i in range(20)]}
     members["cifar-100-python/meta"] = pickle.dumps(meta, protocol=2)
