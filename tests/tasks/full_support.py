@@ -5,6 +5,7 @@ Each task's test file calls these in a few lines and keeps only what is specific
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 import shutil
@@ -41,6 +42,19 @@ class FullTask:
         self.folder = REPO / "task_suites" / small_id / "full"
         self.spec = load_task(self.folder / "task.yaml").spec
         self.artifacts = {artifact.name: artifact for artifact in self.spec.data}
+
+    def harness_module(self, name: str):
+        """One of the harness's modules, imported as the harness does; its generic names (prepare, evaluate...)
+        are taken out of sys.modules again, for other tasks' tests that import their own."""
+        harness = self.folder / "harness"
+        sys.path.insert(0, str(harness))
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(str(harness))
+            for loaded in [key for key, module in sys.modules.items() if getattr(module, "__file__", None)
+                           and Path(module.__file__).parent == harness]:
+                del sys.modules[loaded]
 
     def run_dir(self, project: Path) -> Path:
         (run,) = (project / "reports" / "fmlbench" / "runs" / self.id).glob("*")
