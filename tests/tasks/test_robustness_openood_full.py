@@ -2,16 +2,12 @@
 test's secret mixing order, its ID/OOD marks and the data cache out of agent code's reach, and its data fetch
 failing closed."""
 
-import importlib
 import json
-import re
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-import yaml
 
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.spec import load_task
@@ -19,71 +15,28 @@ from pytest_fmlbench.taskkit import cifar, svhn
 from pytest_fmlbench.taskkit import fixtures as generators
 
 from conftest import REPO
-from full_support import assert_matches_original, fmlbench, load_full_record, smoke_project
+from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
+                          data_root, needs_bwrap, smoke_run)
 
-SMALL_ID, TASK_ID = "robustness_openood", "robustness_openood_full"
-FULL = REPO / "task_suites" / SMALL_ID / "full"
-SPEC = load_task(FULL / "task.yaml").spec
+TASK = FullTask("robustness_openood")
+FULL, SPEC = TASK.folder, TASK.spec
 SVHN_TEST_IMAGES = 26_032  # SVHN's published test-set size
 
-# Runs when train.py imports algorithm.py, in every val and test run. It knows where the harness keeps the
-# data cache and the task's harness (the test tells it, through variables the sandbox lets through) and looks
-# for the archives, SVHN and the test's ID/OOD marks; it reports what it could read, and turns leaked marks
-# into perfect scores.
-PAYLOAD = r'''
-import atexit, json, os, sys
-from pathlib import Path
-_found = []
-_cache = Path(os.environ.get("FMLBENCH_EXPERIMENT_CACHE", "/nonexistent-cache"))
-_harness = Path(os.environ.get("FMLBENCH_EXPERIMENT_HARNESS", "/nonexistent-harness"))
-if os.environ.get("FMLBENCH_DATA"):
-    _found.append("env:FMLBENCH_DATA")
-for _path in [_cache, _cache / "smoke" / "svhn-test-32x32" / "test_32x32.mat", _harness, _harness / "prepare.py",
-              Path.cwd().parent / "private", Path.cwd().parent / "private" / "test_is_id.npy"]:
-    try:
-        _content = os.listdir(_path) if _path.is_dir() else _path.read_bytes()
-    except OSError:
-        continue
-    if _content:
-        _found.append(str(_path))
-_skip = ("/proc", "/sys", "/dev", "/usr", sys.prefix, sys.base_prefix)
-_wanted = ("cifar-10-python.tar.gz", "cifar-100-python.tar.gz", "test_32x32.mat", "test_is_id.npy",
-           "val_counts.npy", "stamp.json")
-for _root, _dirs, _files in os.walk("/", onerror=lambda e: None):
-    if _root.startswith(_skip):
-        _dirs[:] = []
-        continue
-    _found += [os.path.join(_root, f) for f in _files if f in _wanted]
-print("ATTACK found:", json.dumps(_found), flush=True)
-_leak = next((f for f in _found if f.endswith("test_is_id.npy")), None)
-if _leak and "test" in sys.argv:
-    import numpy
-    _out = Path(sys.argv[sys.argv.index("--out") + 1])
-    atexit.register(lambda: numpy.save(_out / "scores.npy", numpy.load(_leak).astype(float)))
-'''
-
-ATTACK_AGENT = f"""
-from pytest_fmlbench import Agent, SearchReplace
-
-class MyAgent(Agent):
-    def run(self, session):
-        edit = session.edit([SearchReplace("algorithm.py", "import torchvision.models as models\\n",
-                                           "import torchvision.models as models\\n" + {PAYLOAD!r})])
-        assert edit.applied, edit.error
-        session.run_step("improve", edit=edit)
-"""
+# Runs when train.py imports algorithm.py, in every val and test run: it looks for the archives, SVHN, the
+# harness's prepare.py, the test's ID/OOD marks and the cache's stamps, and turns leaked marks into perfect
+# scores.
+ATTACK_AGENT = attack_agent("algorithm.py", "import torchvision.models as models", attack_payload(
+    cache=("smoke/svhn-test-32x32/test_32x32.mat",), harness=("prepare.py",), private=("test_is_id.npy",),
+    secrets=("cifar-10-python.tar.gz", "cifar-100-python.tar.gz", "test_32x32.mat", "test_is_id.npy",
+             "val_counts.npy", "stamp.json"),
+    leaked="test_is_id.npy", write='numpy.save(_out / "scores.npy", numpy.load(_leak).astype(float))'))
 
 
 @pytest.fixture(scope="module")
 def harness():
     """The harness's prepare and evaluate modules, imported as the harness runs them."""
-    sys.path.insert(0, str(FULL / "harness"))
-    try:
-        yield importlib.import_module("prepare"), importlib.import_module("evaluate")
-    finally:
-        sys.path.remove(str(FULL / "harness"))
-        sys.modules.pop("prepare", None)
-        sys.modules.pop("evaluate", None)
+    return TASK.harness_module("prepare"), TASK.harness_module("evaluate")
 
 
 def test_the_spec_is_the_originals():
@@ -164,56 +117,19 @@ def test_the_test_inputs_come_mixed_in_a_secret_order(tmp_path, harness):
     assert not np.array_equal(runs[0][1], runs[1][1])
 
 
-@pytest.fixture
-def data_root(tmp_path, monkeypatch):
-    root = tmp_path / "fmlbench-data"
-    monkeypatch.setenv("FMLBENCH_DATA", str(root))
-    return root
-
-
 def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    smoke_project(pytester, SMALL_ID, data_root)
-    bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
-    record = load_full_record(pytester.path, TASK_ID)
-    assert record["scale"] == "smoke" and record["integrity"] == "ok" and record["status"] == "finished"
-    assert record["valid_steps"] == 1 and 0 <= record["test_metric"] <= 1
+    smoke_run(TASK, pytester, bench, data_root)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+@needs_bwrap
 def test_agent_code_cannot_reach_the_data_cache_or_the_marks(pytester, bench, data_root, write_agent, monkeypatch):
-    full = smoke_project(pytester, SMALL_ID, data_root)
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_CACHE", str(data_root))
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(full / "harness"))
-    agent = write_agent(ATTACK_AGENT)
-    bench(f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
-    record = load_full_record(pytester.path, TASK_ID)
-    run = next((pytester.path / "reports" / "fmlbench" / "runs" / TASK_ID).glob("*"))
-    reports = [line for log in ("step_0001_val.log", "final_val.log", "final_test.log")
-               for line in re.findall(r"^ATTACK found: (.*)$", (run / "logs" / log).read_text(), re.MULTILINE)]
-    assert len(reports) == 3 and all(json.loads(found) == [] for found in reports), reports
-    assert record["integrity"] == "ok" and record["test_metric"] < 1.0
+    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
-    shutil.copytree(REPO / "task_suites" / SMALL_ID, pytester.path / "task_suites" / SMALL_ID,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    result = bench("--agent=baseline", "--steps=1", "-m", "full", "task_suites")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*{TASK_ID}: cifar-10-python (CIFAR-10*; 170.5 MB) is not in the data cache "
-                                 f"{data_root}: run `fmlbench data fetch -k {TASK_ID}`*"])
-    assert not (pytester.path / "reports" / "fmlbench" / "runs" / TASK_ID).exists()
+    assert_missing_data_is_one_line(TASK, pytester, bench, data_root, "cifar-10-python (CIFAR-10*; 170.5 MB)")
 
 
 def test_fetch_fails_closed_on_a_wrong_checksum(pytester, tmp_path, data_root):
     """SVHN served from a file:// source of the recorded size holding other bytes: refused, nothing kept."""
-    full = smoke_project(pytester, SMALL_ID, tmp_path / "fixtures")
-    fixture = tmp_path / "fixtures" / "smoke" / "svhn-test-32x32" / "test_32x32.mat"
-    spec = yaml.safe_load((full / "task.yaml").read_text())
-    spec["data"] = [entry for entry in spec["data"] if entry["name"] == "svhn-test-32x32"]
-    spec["data"][0].update(urls=[fixture.as_uri()], size=fixture.stat().st_size)
-    (full / "task.yaml").write_text(yaml.safe_dump(spec))
-    done = fmlbench("data", "fetch", "-k", TASK_ID, "--suite", str(pytester.path / "task_suites"))
-    assert done.returncode == 1
-    assert re.search(r"svhn-test-32x32: failed: svhn-test-32x32: not fetched, nothing kept: .*expected "
-                     + SPEC.data[2].sha256, done.stdout), done.stdout
-    assert {p.name for p in (data_root / "svhn-test-32x32").iterdir()} <= {".lock"}
+    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, only=("svhn-test-32x32",), then_fetch=False)
