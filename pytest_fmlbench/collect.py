@@ -20,6 +20,8 @@ from .spec import FULL_FOLDER, TASK_FILE, Task, TaskSpecError, load_task
 BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
 # how an item's run is carried out: runner.execute here, a Slurm job's result under --slurm
 EXECUTE_KEY = pytest.StashKey["Callable[..., RunOutcome]"]()
+# the controller's live display (progress.LiveDisplay), absent under -q and in xdist workers
+LIVE_KEY = pytest.StashKey["LiveDisplay"]()
 RUN_DIR_PROPERTY = "fmlbench_run_dir"
 REUSED_PROPERTY = "fmlbench_reused"
 RESUMED_PROPERTY = "fmlbench_resumed_after_step"
@@ -97,7 +99,8 @@ class TaskItem(pytest.Item):
         bench = self.config.stash[BENCH_KEY]
         try:
             run = self.config.stash.get(EXECUTE_KEY, execute)
-            self.outcome = run(self.task, self.seed, replace(bench.settings, announce=self._announce))
+            self.outcome = run(self.task, self.seed, replace(bench.settings, announce=self._announce,
+                                                             show_progress=self._show_progress))
         except RunError:
             self._record_from_disk(bench)
             raise
@@ -108,13 +111,26 @@ class TaskItem(pytest.Item):
     def _announce(self, line: str) -> None:
         """A line the user needs now (an external agent's socket), past the capture of this item's output."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        capman = self.config.pluginmanager.get_plugin("capturemanager")
         if reporter is None or hasattr(self.config, "workerinput"):
             return  # an xdist worker's output is not shown: the controller prints it from the live file
-        with capman.global_and_fixture_disabled() if capman is not None else nullcontext():
+        if self.config.stash.get(LIVE_KEY, None) is not None:
+            self._show_progress()  # the display shows it from the live file, once
+            return
+        with self._capture_off():
             reporter.ensure_newline()
             reporter.write_line(line)
             reporter.flush()
+
+    def _show_progress(self) -> None:
+        """The live display runs in this process (no -n, no --slurm): it shows the run's progress now."""
+        live = self.config.stash.get(LIVE_KEY, None)
+        if live is not None and not hasattr(self.config, "workerinput"):
+            with self._capture_off():
+                live.pump()
+
+    def _capture_off(self):
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        return capman.global_and_fixture_disabled() if capman is not None else nullcontext()
 
     def _record_from_disk(self, bench) -> None:
         _, run_dir = run_dir_for(bench.settings, self.task, self.seed)

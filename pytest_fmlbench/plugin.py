@@ -9,8 +9,8 @@ import pytest
 from . import devices, junit, schedule
 from .progress import LiveDisplay
 from .compare.gate import SessionGate
-from .collect import (BENCH_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY, collect_task_directory,
-                      leave_out_unchosen_full_tasks)
+from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY,
+                      collect_task_directory, leave_out_unchosen_full_tasks)
 from .options import BenchConfig, add_options
 from .reports.csv_files import write_csvs
 from .reports.runs import load_runs
@@ -112,11 +112,23 @@ class ResultsCollector:
                 reporter.flush()
 
         self.live = LiveDisplay(self.bench.settings.out_dir, write_line, tty=reporter.isatty())
+        self.config.stash[LIVE_KEY] = self.live
         self.live.start()
+
+    # an item that runs in this process (no -n) runs under pytest's output capture: the display's thread
+    # must not write then (its lines would land in the item's captured output); the item shows its progress
+    # itself, with capture off (collect.TaskItem._show_progress)
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item):
+        if self.live is None:
+            return (yield)
+        with self.live.held_back():
+            return (yield)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.live is not None:
             self.live.stop()
+            del self.config.stash[LIVE_KEY]
             self.live = None
 
     # before junitxml's own hook, which writes a report's properties into its testcase

@@ -10,11 +10,13 @@ item ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,10 @@ class LiveFile:
     """Worker side: one run's progress file, rewritten atomically at each step's start and end."""
 
     def __init__(self, out_dir: Path, run_id: str, item: str, steps_total: int, baseline_val: float,
-                 direction: str, scale: float):
+                 direction: str, scale: float, on_update: Callable[[], None] | None = None):
         self.path = out_dir / LIVE_DIR / f"{run_id}.json"
+        # where the display runs in this very process (no -n, no --slurm): it shows the new state now
+        self.on_update = on_update
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.state: dict[str, Any] = {
             "item": item, "steps_total": steps_total, "baseline_val": baseline_val, "direction": direction,
@@ -50,6 +54,8 @@ class LiveFile:
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(self.state))
         os.replace(tmp, self.path)
+        if self.on_update is not None:
+            self.on_update()
 
     def close(self) -> None:
         self.update(finished=True)
@@ -108,7 +114,15 @@ def _clock(seconds: float) -> str:
 
 
 class LiveDisplay:
-    """Controller side: polls ``<out>/live`` and shows what runs where, until stopped."""
+    """Controller side: polls ``<out>/live`` and shows what runs where, until stopped.
+
+    Its thread may write only while no item runs under pytest's output capture in this process: there a
+    line written from another thread would land in the item's captured output (lost when the item passes),
+    and marked as shown it would never come back. So an item running here holds the display back
+    (``held_back``); the main thread shows what is new at moments when capture is off (``pump``, and
+    ``shown`` while it waits with capture off, as a ``--slurm`` item does). A line is marked as shown only
+    when it is written, under one lock, so none is lost and none is written twice.
+    """
 
     def __init__(self, out_dir: Path, write_line, tty: bool):
         self.folder = out_dir / LIVE_DIR
@@ -120,6 +134,8 @@ class LiveDisplay:
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="fmlbench-live", daemon=True)
         self.live = None
+        self.lock = threading.RLock()  # one poll at a time; held while a poll writes
+        self.held = 0  # items running under capture in this process: the thread writes nothing
 
     def start(self) -> None:
         if self.folder.exists():
@@ -129,20 +145,53 @@ class LiveDisplay:
             from rich.console import Console
             from rich.live import Live
 
-            self.live = Live(self._table([]), console=Console(file=sys.stdout), refresh_per_second=2, transient=True)
+            # refreshed by this display's own polls only (never by rich's thread), and without taking over
+            # sys.stdout, which pytest's capture swaps per item
+            self.live = Live(self._table([]), console=Console(file=sys.stdout), auto_refresh=False,
+                             transient=True, redirect_stdout=False, redirect_stderr=False)
             self.live.start()
         self.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
         self.thread.join(timeout=5)
-        self._poll()
+        self.pump()
         if self.live is not None:
             self.live.stop()
 
+    @contextlib.contextmanager
+    def held_back(self):
+        """While an item runs under capture in this process: the thread's polls write nothing."""
+        with self.lock:
+            self.held += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.held -= 1
+
+    @contextlib.contextmanager
+    def shown(self):
+        """While the main thread waits with capture off: what is new is shown now and as it comes."""
+        with self.lock:
+            held, self.held = self.held, 0
+            self._poll()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.held = held
+
+    def pump(self) -> None:
+        """From the main thread, with capture off: show what is new now."""
+        with self.lock:
+            self._poll()
+
     def _run(self) -> None:
         while not self.stop_event.wait(POLL_S):
-            self._poll()
+            with self.lock:
+                if not self.held:
+                    self._poll()
 
     def _states(self) -> list[dict[str, Any]]:
         states = []
@@ -180,7 +229,7 @@ class LiveDisplay:
             running = {s["_id"] for s in states}
             # a job still queued has no run file yet: its row says so
             rows += [queued_row(job) for run_id, job in jobs.items() if run_id not in running and job["state"] != "done"]
-            self.live.update(self._table(rows))
+            self.live.update(self._table(rows), refresh=True)
             return
         for run_id, job in jobs.items():
             if self.seen_jobs.get(run_id) != job["state"]:

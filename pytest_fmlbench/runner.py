@@ -79,6 +79,9 @@ class RunSettings:
     warm: bool = True
     # shows a line to the user at once, past pytest's output capture (set per item by the plugin)
     announce: Callable[[str], None] | None = None
+    # the live display of this very process shows the run's progress file as it changes, past pytest's
+    # output capture (set per item by the plugin where the display runs in the item's process)
+    show_progress: Callable[[], None] | None = None
     # what the agent declared it needs (a working copy, an LLM gateway); None: read from agent_cls
     agent_needs: AgentNeeds | None = None
     # starts the LLM gateway a tool's model calls go through: (LLM client, socket path) -> a started gateway
@@ -226,7 +229,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         return RunOutcome(record, store)
 
     live = LiveFile(settings.out_dir, run_id, f"{task.id}[seed{seed}]", settings.steps, spec.baseline.val,
-                    spec.metric.direction, spec.normalization.scale(spec.baseline.val))
+                    spec.metric.direction, spec.normalization.scale(spec.baseline.val), settings.show_progress)
     live.update(action="preparing")
     pool = None
     try:

@@ -198,3 +198,41 @@ def test_live_progress_prints_one_line_per_finished_step_and_q_keeps_it_quiet(py
     quiet = bench("--agent=random-search", "--steps=2", "--fresh", "-q", "toy_task")
     quiet.assert_outcomes(passed=1)
     assert not [line for line in quiet.stdout.lines if line.startswith("[fmlbench]")]
+
+
+def test_live_progress_shows_every_step_when_items_run_in_the_controller(pytester, toy, bench):
+    # no -n: the item runs under pytest's output capture in the very process that shows the progress; a
+    # line written then from the display's thread landed in the item's captured output and was lost
+    result = bench("--agent=random-search", "--steps=3", "toy_task")
+    result.assert_outcomes(passed=1)
+    lines = [line for line in result.stdout.lines if line.startswith("[fmlbench]")]
+    assert [line.split(" -> ")[0] for line in lines] == [
+        "[fmlbench] toy_task[seed0] step 1/3 baseline", "[fmlbench] toy_task[seed0] step 2/3 random",
+        "[fmlbench] toy_task[seed0] step 3/3 random"], result.stdout.str()
+
+
+def test_live_display_held_back_loses_no_line(tmp_path):
+    """While an item runs under capture here, the display's thread writes nothing and marks nothing as shown;
+    what came meanwhile is shown at the next moment capture is off."""
+    import json
+    import time
+
+    from pytest_fmlbench.progress import JOBS_DIR, LIVE_DIR, POLL_S, LiveDisplay, LiveFile
+
+    written: list[str] = []
+    display = LiveDisplay(tmp_path, written.append, tty=False)
+    display.start()
+    try:
+        with display.held_back():
+            LiveFile(tmp_path, "run0", "toy[seed0]", 2, 0.5, "higher", 1.0).update(
+                step=1, done=1, best_val=0.5, last={"success": True, "metric": 0.5, "action": "baseline"})
+            (tmp_path / LIVE_DIR / JOBS_DIR).mkdir(parents=True, exist_ok=True)
+            (tmp_path / LIVE_DIR / JOBS_DIR / "run0.json").write_text(
+                json.dumps({"item": "toy[seed0]", "job_id": "7", "state": "done", "steps_total": 2}))
+            time.sleep(4 * POLL_S)  # the thread polls several times meanwhile
+            assert written == []
+        display.pump()
+    finally:
+        display.stop()
+    assert [line.split(" -> ")[0] for line in written] == [
+        "[fmlbench] toy[seed0] slurm job 7: done", "[fmlbench] toy[seed0] step 1/2 baseline"], written

@@ -18,7 +18,7 @@ import pytest
 import submitit
 from submitit.core.utils import pickle_load
 
-from ..collect import EXECUTE_KEY, TaskItem
+from ..collect import EXECUTE_KEY, LIVE_KEY, TaskItem
 from ..progress import JOBS_DIR, LIVE_DIR
 from ..record import RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
@@ -58,6 +58,7 @@ class SlurmController:
         self.notices: list[str] = []  # lines for the terminal, written by the main thread while items wait
         self.stop = threading.Event()
         self.lock = threading.Lock()
+        self.live_lock = threading.Lock()
         self.watcher: threading.Thread | None = None
         self.cancelled: list[str] = []
         _make_interruptible()
@@ -159,8 +160,11 @@ class SlurmController:
                         "again to collect it")
         capture = self.config.pluginmanager.getplugin("capturemanager")
         try:
-            # the live display writes from its thread while this item waits: not into the item's captured output
-            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            # the live display writes from its thread while this item waits with capture off (and only
+            # then: a line written into the item's captured output would be lost)
+            live = self.config.stash.get(LIVE_KEY, None)
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext(), \
+                    live.shown() if live is not None else contextlib.nullcontext():
                 result = self._wait(job)
             self._write_live()
         except KeyboardInterrupt:
@@ -251,6 +255,12 @@ class SlurmController:
                 continue
 
     def _write_live(self) -> None:
+        # the watcher thread and the main thread (after each item, at the end) both write: one at a time,
+        # or one's rename of the shared temporary file would fail under the other
+        with self.live_lock:
+            self._write_live_files()
+
+    def _write_live_files(self) -> None:
         folder = self.out / LIVE_DIR / JOBS_DIR
         folder.mkdir(parents=True, exist_ok=True)
         for run_id, job in self.jobs.items():
