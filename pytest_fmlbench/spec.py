@@ -151,7 +151,8 @@ class Knobs(_Strict):
 
 
 class Resources(_Strict):
-    gpus: int = Field(0, ge=0, description="GPUs one run uses when GPUs exist (0: CPU only)")
+    gpus: int = Field(0, ge=0, description="GPUs one run asks for (0: the original runs on CPUs; a small "
+                      "task still uses the worker's GPU when there is one)")
     gpu_memory_gb: float | None = Field(None, gt=0, description="GPU memory one run needs (full profile)")
     cpus: int = Field(2, ge=1, description="CPU cores one run asks a cluster scheduler for (--slurm)")
     memory_mb: int | None = Field(
@@ -267,11 +268,15 @@ class TaskSpec(_Strict):
         for copy in self.upstream:
             if copy.artifact not in git:
                 raise ValueError(f"upstream: {copy.artifact!r} is not one of the task's git artefacts")
-        missing = [name for name, value in (("original", self.original), ("resources.gpus", self.resources.gpus),
-                                            ("resources.gpu_memory_gb", self.resources.gpu_memory_gb),
-                                            ("expected_duration_s", self.expected_duration_s)) if not value]
+        # gpus: 0 is a declaration too: some originals (fairlearn, gCastle, CausalML) run on CPUs
+        missing = [name for name, value in (
+            ("original", self.original), ("resources.gpus", "gpus" in self.resources.model_fields_set),
+            ("resources.gpu_memory_gb", self.resources.gpu_memory_gb or not self.resources.gpus),
+            ("expected_duration_s", self.expected_duration_s)) if not value]
         if missing:
             raise ValueError(f"a full-profile task must declare {', '.join(missing)}")
+        if self.resources.gpu_memory_gb and not self.resources.gpus:
+            raise ValueError("resources.gpu_memory_gb is declared for a task that uses no GPU (gpus: 0)")
         if self.baseline.source == "measured" and not self.baseline.hardware:
             raise ValueError("measured full-profile baselines must name the hardware they were measured on")
         if len({a.name for a in self.data}) != len(self.data):

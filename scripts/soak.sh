@@ -28,7 +28,9 @@ for round in $(seq "$rounds"); do
   else
     verdict="FAILED (log: $log)"
   fi
-  echo "soak: round $round/$rounds $verdict in $((SECONDS - t0)) s: $summary"
+  # the load the round ran under, so that a slow or failed round can be set beside it
+  load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+  echo "soak: round $round/$rounds $verdict in $((SECONDS - t0)) s (load ${load:-unknown}): $summary"
 done
 echo "soak: $green of $rounds rounds green, $burners CPU burner(s), $((SECONDS - start)) s"
 [ "$green" = "$rounds" ]

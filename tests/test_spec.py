@@ -92,7 +92,9 @@ def test_a_full_task_loads_with_its_artefacts(full_dir):
     "change, field, problem",
     [
         (lambda r: r.pop("original"), "(top level)", "must declare original"),
-        (lambda r: r["resources"].update(gpus=0), "(top level)", "resources.gpus"),
+        (lambda r: r["resources"].pop("gpus"), "(top level)", "must declare resources.gpus"),
+        (lambda r: r["resources"].pop("gpu_memory_gb"), "(top level)", "must declare resources.gpu_memory_gb"),
+        (lambda r: r["resources"].update(gpus=0), "(top level)", "uses no GPU"),
         (lambda r: r["baseline"].pop("note"), "baseline", "need a note"),
         (lambda r: r["baseline"].update(source="measured"), "(top level)", "name the hardware"),
         (lambda r: r["data"][0].pop("sha256"), "data.0", "needs sha256 and size"),
@@ -109,6 +111,13 @@ def test_malformed_full_spec_is_one_line(full_dir, change, field, problem):
         load_task(path)
     message = str(info.value)
     assert "\n" not in message and f"'{field}'" in message and problem in message, message
+
+
+def test_a_full_task_may_run_on_cpus(full_dir):
+    """Originals such as fairlearn's run on CPUs: gpus: 0, declared, with no GPU memory, is a full task too."""
+    path = mutate(full_dir, lambda r: (r["resources"].update(gpus=0), r["resources"].pop("gpu_memory_gb")))
+    spec = load_task(path).spec
+    assert spec.resources.gpus == 0 and spec.resources.gpu_memory_gb is None
 
 
 def test_a_small_task_cannot_declare_artefacts(task_dir):
