@@ -94,3 +94,12 @@ def cifar100_python(path: Path) -> None:
             b"coarse_label_names": [f"superclass_{i:02d}".encode() for i in range(20)]}
     members["cifar-100-python/meta"] = pickle.dumps(meta, protocol=2)
     _tar_gz(path, members)
+
+
+def continual_learning_repo(path: Path) -> None:
+    """A repository in GMvandeVen/continual-learning's layout with a stand-in of the interface its split MNIST task
+    uses (``standins/continual_learning``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "continual_learning",
+                             "continual-learning stand-in")
