@@ -104,3 +104,11 @@ def continual_learning_repo(path: Path) -> None:
 
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "continual_learning",
                              "continual-learning stand-in")
+
+
+def pfllib_repo(path: Path) -> None:
+    """A repository in PFLlib's layout with a stand-in of the CIFAR-10 generator its federated task runs
+    (``standins/pfllib``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "pfllib", "PFLlib stand-in")
