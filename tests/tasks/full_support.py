@@ -129,14 +129,15 @@ def load_full_record(project: Path, task_id: str) -> dict:
     return json.loads(records[0].read_text())
 
 
-def smoke_run(task: FullTask, pytester, bench, data_root: Path) -> tuple[dict, Path]:
-    """The baseline's one-step smoke run on fixtures, offline: it passes and its record is whole. Returns the
-    record and the run's folder, for the task's own checks."""
+def smoke_run(task: FullTask, pytester, bench, data_root: Path,
+              metric_range: tuple[float, float] = (0.0, 1.0)) -> tuple[dict, Path]:
+    """The baseline's one-step smoke run on fixtures, offline: it passes, its record is whole and its test
+    metric lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
     smoke_project(pytester, task.small_id, data_root)
     bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
     record = load_full_record(pytester.path, task.id)
     assert record["scale"] == "smoke" and record["integrity"] == "ok" and record["status"] == "finished"
-    assert record["valid_steps"] == 1 and 0 <= record["test_metric"] <= 1
+    assert record["valid_steps"] == 1 and metric_range[0] <= record["test_metric"] <= metric_range[1]
     return record, task.run_dir(pytester.path)
 
 
@@ -215,10 +216,11 @@ class MyAgent(Agent):
 
 
 def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, bench, write_agent, monkeypatch,
-                                  data_root: Path, logs: tuple[str, ...] = RUN_LOGS) -> tuple[dict, Path]:
+                                  data_root: Path, logs: tuple[str, ...] = RUN_LOGS,
+                                  perfect: float = 1.0) -> tuple[dict, Path]:
     """Run the attack agent one step on a smoke project, telling it where the data cache and the harness are:
-    every run whose log is in ``logs`` printed its report, and each report is empty. Returns the record and the
-    run's folder."""
+    every run whose log is in ``logs`` printed its report, each report is empty, and the test metric is not the
+    ``perfect`` value a leak would give. Returns the record and the run's folder."""
     full = smoke_project(pytester, task.small_id, data_root)
     monkeypatch.setenv("FMLBENCH_EXPERIMENT_CACHE", str(data_root))
     monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(full / "harness"))
@@ -231,7 +233,7 @@ def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, b
     assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
     reached = {log: json.loads(found[0]) for log, found in reports.items()}
     assert all(paths == [] for paths in reached.values()), reached
-    assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] < 1.0
+    assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] != perfect
     return record, run
 
 
