@@ -6,6 +6,7 @@
 ``dp`` recomputes a DP-SGD run's epsilon from its recorded configuration; ``officehome`` lists
 OfficeHome's archive in DomainBed's order (and writes its fixture); ``checkpoint`` writes a ``.pth``
 state dict fixture for published weights; ``adult`` reads OpenML's Adult ARFF as ``fetch_openml`` frames it
-(and writes its fixture); ``fixtures``
+(and writes its fixture); ``compas`` prepares ProPublica's COMPAS file with AIF360's code from its checkout (and
+writes its fixture); ``fixtures``
 writes small stand-ins in the upstream formats for ``--scale=smoke``.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from .svhn import write_fixture as svhn_test_mat  # noqa: F401  (SVHN's test_32x
 from .officehome import write_fixture as office_home_zip  # noqa: F401  (OfficeHomeDataset_10072016.zip)
 from .checkpoint import write_fixture as torch_checkpoint  # noqa: F401  (a .pth state dict: published weights)
 from .adult import write_fixture as adult_arff  # noqa: F401  (OpenML's adult.arff, data set 1590)
+from .compas import write_fixture as compas_csv  # noqa: F401  (ProPublica's compas-scores-two-years.csv)
 
 PER_BATCH = 40  # CIFAR-10: 5 training batches of 40 and a test batch of 40
 
@@ -112,3 +114,19 @@ def pfllib_repo(path: Path) -> None:
     from . import gitrepo
 
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "pfllib", "PFLlib stand-in")
+def aif360_repo(path: Path) -> None:
+    """A repository in AIF360's layout holding AIF360's own ``aif360`` package as the tasks extra installs it
+    (aif360 0.6.1; its modules on the task's path are those of the pinned commit, bar a detector), less the
+    ``version.py`` its setup generates: the stand-in is AIF360's real code, so smoke runs take the full code path."""
+    import importlib.util
+    import tempfile
+
+    from . import gitrepo
+
+    spec = importlib.util.find_spec("aif360")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("aif360 is not installed (pip install -e '.[tasks]')")
+    with tempfile.TemporaryDirectory() as staging:
+        shutil.copytree(spec.submodule_search_locations[0], Path(staging) / "aif360",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "version.py"))
+        gitrepo.write_repository(path, Path(staging), "AIF360 stand-in: the installed aif360 package")
