@@ -114,6 +114,8 @@ def pfllib_repo(path: Path) -> None:
     from . import gitrepo
 
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "pfllib", "PFLlib stand-in")
+
+
 def aif360_repo(path: Path) -> None:
     """A repository in AIF360's layout holding AIF360's own ``aif360`` package as the tasks extra installs it
     (aif360 0.6.1; its modules on the task's path are those of the pinned commit, bar a detector), less the
