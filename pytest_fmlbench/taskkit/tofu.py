@@ -174,7 +174,8 @@ _SPECIALS = ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<
 def write_model_repo(path: Path) -> None:
     """A repository in open-unlearning/tofu_Llama-3.2-1B-Instruct_full's layout, with random weights: a two-layer
     LlamaForCausalLM (width 32, tied embeddings, bfloat16) in Git LFS, and a word-level tokenizer over the TOFU
-    stand-in's words with a Llama-3-shaped chat template whose end-of-turn token ends each sequence."""
+    stand-in's words and punctuation with a Llama-3-shaped chat template whose end-of-turn token ends each
+    sequence."""
     import tempfile
 
     import torch
@@ -183,13 +184,15 @@ def write_model_repo(path: Path) -> None:
 
     from . import gitrepo
 
+    # words and punctuation apart, so that "comment." is two known tokens
+    split = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
     rng = np.random.default_rng(10)
-    words = {w for pair in _fictitious_pairs(rng, 0, FIXTURE_FORGET) + _fictitious_pairs(rng, 1000, FIXTURE_RETAIN)
-             for text in pair.values() for w in text.split()}
-    words |= set(WRONG_ANSWER.replace(".", " .").split()) | {"user", "assistant", "system", "."}
+    texts = [text for pair in _fictitious_pairs(rng, 0, FIXTURE_FORGET) + _fictitious_pairs(rng, 1000, FIXTURE_RETAIN)
+             for text in pair.values()] + [WRONG_ANSWER, "user assistant system"]
+    words = {word for text in texts for word, _ in split.pre_tokenize_str(text)}
     vocab = {token: i for i, token in enumerate([*_SPECIALS, *sorted(words)])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.pre_tokenizer = split
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
                                         unk_token="<|unk|>", additional_special_tokens=list(_SPECIALS[1:3]))
     tokenizer.chat_template = _CHAT_TEMPLATE

@@ -30,23 +30,29 @@ from pytest_fmlbench.taskkit import tofu
 
 DATASET = "tofu_unlearning"
 WEIGHTS = "model.safetensors"
-# bfloat16 weights are 2 bytes a parameter; a file far larger than the architecture's is not this model
-SIZE_SLACK = 1.5
+# the weights at 4 bytes a parameter (float32; the original saves bfloat16, 2) and a header: a larger file is
+# not this model's
+MAX_BYTES_PER_PARAMETER = 4.2
 
 
-def parameter_count(config) -> int:
+def expected_tensors(config) -> tuple[dict[str, tuple[int, ...]], list[set[str]]]:
+    """The architecture's tensors (name -> shape) and its groups of tied names, of which a file holds at least one
+    (save_pretrained writes a tied output layer once)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):
-        return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+        state = AutoModelForCausalLM.from_config(config).state_dict(keep_vars=True)
+    groups: dict[int, set[str]] = {}
+    for name, tensor in state.items():
+        groups.setdefault(id(tensor), set()).add(name)
+    return {name: tuple(tensor.shape) for name, tensor in state.items()}, list(groups.values())
 
 
-def load_unlearned(path: Path, architecture: Path, device):
-    """The unlearned weights in the verified architecture; a link, a non-file or a file that does not hold
-    exactly its weights is the experiment's failure."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+def check_weights(path: Path, config) -> None:
+    """OUT's file must be a safetensors file of exactly the architecture's tensors and shapes, and not much larger
+    than they are."""
+    from safetensors import safe_open
 
     try:
         info = os.lstat(path)
@@ -54,20 +60,39 @@ def load_unlearned(path: Path, architecture: Path, device):
         fail(f"no model: {path.name} is missing")
     if not stat.S_ISREG(info.st_mode):
         fail(f"{path.name} is not a regular file")
-    config = AutoConfig.from_pretrained(architecture)
-    limit = int(SIZE_SLACK * 2 * parameter_count(config)) + (1 << 20)
+    shapes, tied = expected_tensors(config)
+    limit = int(MAX_BYTES_PER_PARAMETER * sum(int(np.prod(shape)) for shape in shapes.values())) + (1 << 20)
     if info.st_size > limit:
         fail(f"{path.name} has {info.st_size} bytes, more than this model's weights can take ({limit})")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            found = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except Exception as exc:  # not a safetensors file: the experiment's failure
+        fail(f"{path.name} is not a safetensors file: {str(exc).splitlines()[0][:200]}")
+    problems = [f"unexpected {name}" for name in sorted(set(found) - set(shapes))]
+    problems += [f"missing {sorted(group)[0]}" for group in tied if not group & set(found)]
+    problems += [f"{name} has shape {list(found[name])}, expected {list(shape)}" for name, shape in shapes.items()
+                 if name in found and found[name] != shape]
+    if problems:
+        fail(f"{path.name} does not hold this task's model: {'; '.join(problems[:3])}"
+             + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
+
+
+def load_unlearned(path: Path, architecture: Path, device):
+    """The unlearned weights in the verified architecture (after check_weights, whatever is wrong with them is
+    the experiment's failure)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(architecture)
+    check_weights(path, config)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "config.json").write_bytes((architecture / "config.json").read_bytes())
         os.symlink(path.resolve(), Path(folder) / WEIGHTS)
         try:
-            model, loading = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, output_loading_info=True)
-        except Exception as exc:  # a corrupt or foreign file: the experiment's failure
-            fail(f"{path.name} does not hold this task's model: {str(exc).splitlines()[0][:300]}")
-    wrong = {key: sorted(value)[:3] for key, value in loading.items() if value}
-    if wrong:
-        fail(f"{path.name} does not hold this task's model's weights: {wrong}")
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16)
+        except Exception as exc:
+            fail(f"{path.name} does not load into this task's model: {str(exc).splitlines()[0][:300]}")
     return model.to(device).eval()
 
 
@@ -82,7 +107,11 @@ def main() -> None:
     scored = json.loads(scored_path.read_text())
     import torch
     from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    # one line per failure: no loading reports or progress bars on stderr
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     architecture = args.private / "architecture"
     model = load_unlearned(args.out / WEIGHTS, architecture, device)
