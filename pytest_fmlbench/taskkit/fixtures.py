@@ -18,6 +18,7 @@ from .mnist import write_fixture as mnist_npz  # noqa: F401  (Keras's mnist.npz)
 from .svhn import write_fixture as svhn_test_mat  # noqa: F401  (SVHN's test_32x32.mat)
 from .officehome import write_fixture as office_home_zip  # noqa: F401  (OfficeHomeDataset_10072016.zip)
 from .checkpoint import write_fixture as torch_checkpoint  # noqa: F401  (a .pth state dict: published weights)
+from .adult import write_fixture as adult_arff  # noqa: F401  (OpenML's adult.arff, data set 1590)
 # Hugging Face repositories (TOFU, open-unlearning's fine-tuned Llama) and FML-bench's retain-model logs
 from .tofu import write_tofu_repo as tofu_repo  # noqa: F401
 from .tofu import write_model_repo as tofu_llama_repo  # noqa: F401
@@ -98,6 +99,15 @@ def cifar100_python(path: Path) -> None:
             b"coarse_label_names": [f"superclass_{i:02d}".encode() for i in range(20)]}
     members["cifar-100-python/meta"] = pickle.dumps(meta, protocol=2)
     _tar_gz(path, members)
+
+
+def continual_learning_repo(path: Path) -> None:
+    """A repository in GMvandeVen/continual-learning's layout with a stand-in of the interface its split MNIST task
+    uses (``standins/continual_learning``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "continual_learning",
+                             "continual-learning stand-in")
 
 
 def open_unlearning_repo(path: Path) -> None:

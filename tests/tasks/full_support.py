@@ -69,8 +69,9 @@ def data_root(tmp_path, monkeypatch):
     return root
 
 
-def assert_matches_original(spec: TaskSpec) -> None:
-    """Metric, direction, bounds, Lite membership and (as a reference) baseline values of the original task."""
+def assert_matches_original(spec: TaskSpec, *, cpu_only: bool = False) -> None:
+    """Metric, direction, bounds, Lite membership and (as a reference) baseline values of the original task;
+    ``cpu_only`` where the original runs on CPUs (then the task asks for no GPU)."""
     assert spec.profile == "full" and spec.original is not None
     facts = builtin_tasks()[spec.original.task]
     assert spec.metric.key == facts.metric
@@ -84,7 +85,10 @@ def assert_matches_original(spec: TaskSpec) -> None:
         assert "not yet reproduced" in spec.baseline.note
     else:
         assert spec.baseline.hardware
-    assert spec.resources.gpus >= 1 and spec.resources.gpu_memory_gb and spec.expected_duration_s
+    if cpu_only:
+        assert spec.resources.gpus == 0 and spec.resources.gpu_memory_gb is None and spec.expected_duration_s
+    else:
+        assert spec.resources.gpus >= 1 and spec.resources.gpu_memory_gb and spec.expected_duration_s
     for artifact in spec.data:
         assert artifact.fixture, f"{artifact.name} has no smoke-scale fixture"
 
