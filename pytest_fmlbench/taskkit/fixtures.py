@@ -22,6 +22,12 @@ from .checkpoint import write_fixture as torch_checkpoint  # noqa: F401  (a .pth
 from .adult import write_fixture as adult_arff  # noqa: F401  (OpenML's adult.arff, data set 1590)
 from .compas import write_fixture as compas_csv  # noqa: F401  (ProPublica's compas-scores-two-years.csv)
 
+
+# Hugging Face repositories (TOFU, open-unlearning's fine-tuned Llama) and FML-bench's retain-model logs
+from .tofu import write_tofu_repo as tofu_repo  # noqa: F401
+from .tofu import write_model_repo as tofu_llama_repo  # noqa: F401
+from .tofu import write_fmlbench_repo as fmlbench_repo  # noqa: F401
+
 PER_BATCH = 40  # CIFAR-10: 5 training batches of 40 and a test batch of 40
 
 
@@ -132,3 +138,10 @@ def aif360_repo(path: Path) -> None:
         shutil.copytree(spec.submodule_search_locations[0], Path(staging) / "aif360",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "version.py"))
         gitrepo.write_repository(path, Path(staging), "AIF360 stand-in: the installed aif360 package")
+
+
+def open_unlearning_repo(path: Path) -> None:
+    """A repository in open-unlearning's layout with the folders its task copies (``standins/open_unlearning``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "open_unlearning", "open-unlearning stand-in")
