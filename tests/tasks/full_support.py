@@ -74,7 +74,7 @@ def data_root(tmp_path, monkeypatch):
 
 def assert_matches_original(spec: TaskSpec, *, cpu_only: bool = False) -> None:
     """Metric, direction, bounds, Lite membership and (as a reference) baseline values of the original task;
-    ``cpu_only``: the original runs on CPUs, so the task asks for no GPU."""
+    ``cpu_only`` where the original runs on CPUs (then the task asks for no GPU)."""
     assert spec.profile == "full" and spec.original is not None
     facts = builtin_tasks()[spec.original.task]
     assert spec.metric.key == facts.metric
