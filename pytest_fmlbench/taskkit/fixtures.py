@@ -86,6 +86,21 @@ def privacy_meter_repo(path: Path) -> None:
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "privacy_meter", "privacy meter stand-in")
 
 
+def causalml_repo(path: Path) -> None:
+    """A repository in causalml's layout with a stand-in of the DragonNet interface its task uses
+    (``standins/causalml``) and a small IHDP replication at ``docs/examples/data/ihdp_npci_3.csv``."""
+    import tempfile
+
+    from . import gitrepo, ihdp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "causalml"
+        shutil.copytree(Path(__file__).with_name("standins") / "causalml", tree,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        ihdp.write_fixture(tree / "docs" / "examples" / "data" / "ihdp_npci_3.csv")
+        gitrepo.write_repository(path, tree, "causalml stand-in")
+
+
 def pycil_repo(path: Path) -> None:
     """A repository in PyCIL's layout with a stand-in of the interface its task uses (``standins/pycil``)."""
     from . import gitrepo

@@ -27,6 +27,9 @@ LITE = {"Continual_Learning_pycil", "Data_Efficiency_usb", "Generalization_domai
         "Generalization_domainbed_officehome", "Robustness_openood", "Privacy_opacus", "Privacy_privacymeter",
         "Robustness_and_Reliability_art"}
 
+# editable files that are always the task's own, never a checkout's: the harness contract's train/val cut
+TASK_OWN = {"split_config.json"}
+
 # the logs of the runs that import editable code: the search step's val run, the final val and test runs
 RUN_LOGS = ("step_0001_val.log", "final_val.log", "final_test.log")
 
@@ -95,12 +98,12 @@ def assert_matches_original(spec: TaskSpec, *, cpu_only: bool = False) -> None:
 
 def assert_edits_the_originals_checkout(spec: TaskSpec) -> DataArtifact:
     """The editable files are the original's target files, copied from the git artefact pinned at the
-    original's commit; returns that artefact."""
+    original's commit (but split_config.json, the task's own); returns that artefact."""
     assert tuple(spec.editable) == builtin_tasks()[spec.original.task].target_files
     (checkout,) = [a for a in spec.data if a.kind == "git"]
     assert checkout.commit == spec.original.pinned_commit
     (copy,) = spec.upstream
-    assert copy.artifact == checkout.name and all(copy.covers(path) for path in spec.editable)
+    assert copy.artifact == checkout.name and all(copy.covers(path) for path in spec.editable if path not in TASK_OWN)
     return checkout
 
 
@@ -311,7 +314,7 @@ def assert_fetch_fails_closed(task: FullTask, pytester, tmp_path: Path, data_roo
         name, source = entry["name"], sources[entry["name"]]
         assert f"{name}: fetched" in done.stdout, done.stdout
         if task.artifacts[name].kind == "git":
-            assert all((data_root / name / "src" / rel).is_file() for rel in task.spec.editable)
+            assert all((data_root / name / "src" / rel).is_file() for rel in task.spec.editable if rel not in TASK_OWN)
         else:
             assert (data_root / name / (entry.get("filename") or source.name)).read_bytes() == source.read_bytes()
     assert f"{spec['data'][0]['name']}: cached" in fmlbench(*args).stdout
