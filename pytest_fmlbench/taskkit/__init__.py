@@ -2,6 +2,7 @@
 
 ``cifar`` reads CIFAR-10/100's pickled batches from the verified archive; ``mnist`` reads Keras's
 ``mnist.npz`` (and writes its fixture); ``splits`` carves the hidden test split as the original does;
+``stratified`` cuts a labelled set per class, as some originals carve theirs;
 ``dp`` recomputes a DP-SGD run's epsilon from its recorded configuration; ``officehome`` lists
 OfficeHome's archive in DomainBed's order (and writes its fixture); ``checkpoint`` writes a ``.pth``
 state dict fixture for published weights; ``fixtures``
