@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.spec import load_task
 
 from conftest import REPO, load_record
-from full_support import RUN_LOGS, attack_agent, attack_payload, needs_bwrap  # noqa: F401 (for the task files)
+from full_support import LITE, RUN_LOGS, attack_agent, attack_payload, needs_bwrap  # noqa: F401 (for the task files)
+
+SMALL_TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
 
 
 class SmallTask:
@@ -41,6 +44,14 @@ class SmallTask:
         return run
 
 
+def assert_markers(task: SmallTask) -> None:
+    """The task's markers are its domain, and lite exactly where the original task is in FML-bench-Lite."""
+    (original,) = [name for name in builtin_tasks() if name.lower() == task.id]
+    assert task.spec.markers[0] == task.spec.domain
+    assert set(task.spec.markers) <= {task.spec.domain, "lite"}
+    assert ("lite" in task.spec.markers) == (original in LITE)
+
+
 def assert_scores_are_the_baseline(task: SmallTask, record: dict) -> None:
     """The record is whole and its validation, final validation and test values are the declared baseline's."""
     baseline = task.spec.baseline
@@ -52,12 +63,14 @@ def assert_scores_are_the_baseline(task: SmallTask, record: dict) -> None:
 
 
 def assert_baseline_reproduces(task: SmallTask, pytester, bench) -> dict:
-    """The baseline agent's one-step run scores exactly the values task.yaml declares; returns its record."""
+    """The baseline agent's one-step run, selected by the task's markers, scores exactly the values task.yaml
+    declares; returns its record."""
     task.copy(pytester)
-    bench("--agent=baseline", "--steps=1", "task_suites").assert_outcomes(passed=1)
+    selected = " and ".join(["small", *task.spec.markers])
+    bench("--agent=baseline", "--steps=1", "-m", selected, "task_suites").assert_outcomes(passed=1)
     record = load_record(pytester.path, task.id)
     assert_scores_are_the_baseline(task, record)
-    assert record["valid_steps"] == 1
+    assert record["valid_steps"] == 1 and record["domain"] == task.spec.domain
     return record
 
 
