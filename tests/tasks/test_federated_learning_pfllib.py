@@ -13,9 +13,10 @@ def test_baseline_reproduces_the_declared_values(pytester, bench):
 
 @needs_bwrap
 def test_method_code_cannot_reach_hidden_labels_harness_or_data(pytester, bench, write_agent, monkeypatch):
-    # another run folder's private copy of the visible labels is no secret (data/ has them); test labels are
+    # another run folder's private copy of the visible labels is no secret (data/ has them), nor the test
+    # inputs' clients (the test run's OUT has them); test labels are
     run = assert_attack_reaches_nothing(
         TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py", anchor="import torch.nn as nn",
         private=("test_y.npy", "test_client.npy", "visible_y.npy"), harness=("fed_data.py",),
-        secrets=("test_y.npy", "test_client.npy", "fed_data.py"), extra=DATA_GUARD_PROBE)
+        secrets=("test_y.npy", "fed_data.py"), extra=DATA_GUARD_PROBE)
     assert_the_data_guard_refused(run)
