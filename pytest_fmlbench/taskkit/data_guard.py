@@ -1,5 +1,7 @@
 """A tripwire for the experiment's own process: once train.py has read the data, the method's code
-may not open the data files itself (it gets its data from train.py, as the protocol says).
+may not open the data files itself (it gets its data from train.py, as the protocol says). Protected;
+the workspaces of the tasks whose train.py seals its data receive a copy of
+``pytest_fmlbench.taskkit.data_guard`` as data_guard.py.
 
 It uses a Python audit hook (PEP 578), which cannot be removed once added. It stops the plain ways
 of reading a file from Python (open, io.open, os.open, numpy.load, ...); it is not a sandbox, and the

@@ -1,12 +1,13 @@
 """The backbone family whose weights the agent's pre-training learns (protected).
 
-The evaluator builds the backbone itself from this file (an identical copy sits in the workspace for
-the experiment), loads the agent's weights into it and extracts the features it probes: no code the
-agent wrote runs while it scores. The family is the CIFAR-style ResNet of lightly's
-``ResNetGenerator`` (a 3x3 stem without max-pool; stages at strides 1, 2, 2, 2; width multiplier),
-written here in plain torch so the evaluator does not import lightly and torchvision. ``backbone.json``
-picks the member. The original task allows refining the backbone "as long as parameter count and
-FLOPs remain comparable" to the baseline's: the evaluator enforces BUDGET_FACTOR on both.
+The evaluator builds the backbone itself from this module (``pytest_fmlbench.taskkit.cifar_resnet``;
+every workspace receives a copy of it as ``encoder.py``, for the experiment), loads the agent's weights
+into it and extracts the features it probes: no code the agent wrote runs while it scores. The family
+is the CIFAR-style ResNet of lightly's ``ResNetGenerator`` (a 3x3 stem without max-pool; stages at
+strides 1, 2, 2, 2; width multiplier), written here in plain torch so the evaluator does not import
+lightly and torchvision. ``backbone.json`` picks the member. The original task allows refining the
+backbone "as long as parameter count and FLOPs remain comparable" to the baseline's: the evaluator
+enforces BUDGET_FACTOR on both.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class BackboneSpec(BaseModel):
         return self
 
 
-BASELINE_SPEC = BackboneSpec(name="resnet-9", width=0.125, num_splits=8)
+# the baseline tasks' backbone, the budget's reference (its batch-norm groups change neither count)
+BASELINE_SPEC = BackboneSpec(name="resnet-9", width=0.125)
 
 
 class SplitBatchNorm2d(nn.BatchNorm2d):

@@ -1,4 +1,6 @@
-"""What a continual learner keeps between sessions, measured by the protected runner after each one.
+"""What a continual learner keeps between sessions, measured by the protected runner after each one
+(protected; every workspace of the continual-learning tasks receives a copy of
+``pytest_fmlbench.taskkit.session_audit`` as session_audit.py).
 
 The runner walks everything reachable from the learner object (and the method module's globals):
 attributes, containers, torch modules, tensors and numpy arrays. It counts the parameters of the torch

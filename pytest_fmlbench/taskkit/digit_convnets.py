@@ -1,7 +1,9 @@
-"""The family of networks the task trains and the auditor loads (protected; a copy is in the workspace).
+"""The family of networks privacy_privacymeter trains and its auditor loads: small convolutional networks
+on 8x8 digit images (protected; every workspace of the task receives a copy of
+``pytest_fmlbench.taskkit.digit_convnets`` as architecture.py).
 
 The experiment writes a state dict and the architecture spec it trained; the evaluator rebuilds the
-network from the spec with this module's own copy and loads the weights strictly, so no code from the
+network from the spec with this module and loads the weights strictly, so no code from the
 experiment ever runs in the evaluator. The spec is validated with hard bounds that keep a model small
 enough to audit in a few seconds.
 """

@@ -1,8 +1,8 @@
 """Few-shot episodes with easyfsl's TaskSampler: the protocol shared by the experiment and the evaluator.
 
-This file exists twice, byte for byte: workspace/episodes.py (protected, used by train.py) and
-harness/episodes.py (used by the evaluator, which recomputes the validation episodes instead of trusting
-the experiment's). Evaluation as in easyfsl's scripts/benchmark_methods.py: 5-way 1-shot tasks with 15
+data_efficiency_easyfsl's evaluator (which recomputes the validation episodes instead of trusting the
+experiment's) and its prepare.py import this module; every workspace of the task receives a copy of it as
+episodes.py (protected, used by train.py). Evaluation as in easyfsl's scripts/benchmark_methods.py: 5-way 1-shot tasks with 15
 queries per class, sampled by easyfsl's TaskSampler and assembled by its episodic_collate_fn; the
 validation tasks are drawn with seed 42, as the original drew its validation episodes.
 """

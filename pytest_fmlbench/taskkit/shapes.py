@@ -1,4 +1,5 @@
-"""Synthetic object images: the offline stand-in for CIFAR-10 (small profile).
+"""Synthetic object images: the offline stand-in for CIFAR-10 and CIFAR-100 (the representation-learning
+tasks' small profile).
 
 Each image is a 16x16 RGB picture of one object class (a shape) drawn with the nuisances that make
 natural images hard for a linear probe on raw pixels: a random colour, position, scale and
@@ -6,7 +7,8 @@ rotation for the object; a flat, graded or mottled background of random colours;
 blob; sensor noise. The class is carried by the object's shape only, so a representation has to
 become invariant to colour and placement (what SSL augmentations teach) to separate the classes.
 
-Everything is a deterministic function of the seed given to ``generate``; the seeds live in data.py.
+Everything is a deterministic function of the seed given to ``generate``; the seeds live in each task's
+harness (``data.py``), never in a workspace.
 """
 
 from __future__ import annotations

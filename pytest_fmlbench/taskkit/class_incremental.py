@@ -1,6 +1,7 @@
-"""Reading what a class-incremental run left in OUT: the predictions made after every session, and the
-runner's record of what the learner held. Both are untrusted input: regular files only, formats that
-cannot run code, sizes checked before use."""
+"""The continual-learning tasks' evaluators (small profile) reading what a class-incremental run left in OUT:
+the predictions made after every session, and the runner's record of what the learner held (measured with
+``session_audit``, of which the workspace's session_audit.py is a copy). Both are untrusted input: regular
+files only, formats that cannot run code, sizes checked before use."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_fmlbench.evalkit import ConstraintOutcome, fail
+from ..evalkit import ConstraintOutcome, fail
 
 MAX_RECORD_BYTES = 1_000_000
 
