@@ -7,7 +7,7 @@
 OfficeHome's archive in DomainBed's order (and writes its fixture); ``checkpoint`` writes a ``.pth``
 state dict fixture for published weights; ``adult`` reads OpenML's Adult ARFF as ``fetch_openml`` frames it
 (and writes its fixture); ``compas`` prepares ProPublica's COMPAS file with AIF360's code from its checkout (and
-writes its fixture); ``fixtures``
+writes its fixture); ``probe_accuracy`` scores the full representation-learning tasks' linear probes; ``fixtures``
 writes small stand-ins in the upstream formats for ``--scale=smoke``.
 
 The small tasks' code shared between tasks, or between a harness and its workspace: ``shapes`` (synthetic
