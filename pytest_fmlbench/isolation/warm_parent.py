@@ -324,13 +324,35 @@ class _Job:
         self.filename = filename
 
 
+# how long this parent waits, after serving a command, before it forks the next one's process: the
+# command just started gets the CPU first
+_SPARE_AFTER_S = 0.05
+
+
 def _serve(control, dispositions, made):
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)
     children = {}  # pidfd -> (pid, status fd the parent reports the exit on, or None)
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
+    parent = os.getpid()
+    # the next command's process, forked while this parent is idle so that a request costs no fork:
+    # (pid, the socket its request goes to). It is a fork of this same image, made before the request
+    # as any fork is, and it has done nothing but wait for it.
+    spare = None
     while True:
-        for fd, _ in poller.poll():
+        events = poller.poll(None if spare is not None else _SPARE_AFTER_S * 1000)
+        if not events:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            pid = os.fork()
+            if pid == 0:
+                ours.close()
+                poller = None
+                children = None
+                return _spare(theirs, control, dispositions, made, last_cap, parent)
+            theirs.close()
+            spare = (pid, ours)
+            continue
+        for fd, _ in events:
             if fd != control.fileno():
                 pid, status = children.pop(fd)
                 poller.unregister(fd)
@@ -348,13 +370,24 @@ def _serve(control, dispositions, made):
                 os._exit(0)  # the harness is gone
             request = json.loads(message)
             stdout, stderr, status = fds
-            parent = os.getpid()
-            pid = os.fork()
-            if pid == 0:
-                poller = None
-                pidfds = list(children)
-                children = None
-                return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent)
+            pid = None
+            if spare is not None:
+                pid, channel = spare
+                spare = None
+                try:
+                    socket.send_fds(channel, [message], fds)
+                except OSError:
+                    os.waitpid(pid, 0)  # it was killed while waiting: fork afresh
+                    pid = None
+                channel.close()
+            if pid is None:
+                pid = os.fork()
+                if pid == 0:
+                    poller = None
+                    pidfds = list(children)
+                    children = None
+                    return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap,
+                                  parent)
             pidfd = os.pidfd_open(pid)
             control.send(json.dumps({"pid": pid}).encode())
             os.close(stdout)
@@ -365,6 +398,26 @@ def _serve(control, dispositions, made):
                 status = None
             children[pidfd] = (pid, status)
             poller.register(pidfd, select.POLLIN)
+
+
+def _spare(channel, control, dispositions, made, last_cap, parent):
+    """In a forked child: wait for the request it will serve."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)  # the parent died before the line above
+        control.close()
+        # what the parent held when it forked: the other commands' pidfds and status pipes (while a
+        # copy of a status pipe is open, its reader sees no end)
+        _close_all_but((channel.fileno(),))
+        message, fds, _, _ = socket.recv_fds(channel, 1 << 20, 8)
+    except BaseException:  # noqa: BLE001 - no request came: nothing to do
+        os._exit(1)
+    channel.close()
+    if not message:
+        os._exit(0)
+    stdout, stderr, status = fds
+    return _child(json.loads(message), stdout, stderr, status, None, [], dispositions, made, last_cap, parent)
 
 
 def _exit_line(wait_status, usage):
@@ -390,7 +443,8 @@ def _child(request, stdout, stderr, status, control, pidfds, dispositions, made,
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)  # the parent died before the line above
-        control.close()
+        if control is not None:
+            control.close()
         for fd in pidfds:
             os.close(fd)
         os.setsid()
