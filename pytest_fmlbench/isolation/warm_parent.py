@@ -37,6 +37,7 @@ import resource  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
+import struct  # noqa: E402
 import _socket  # noqa: E402
 import types  # noqa: E402
 import _weakref  # noqa: E402
@@ -728,7 +729,7 @@ class _Ending:
       command's tracked objects may be of Python classes and the standard library's types only; the
       extension types' untracked objects (numpy's arrays) and those the parent's libraries made while
       importing are taken to free memory only, and a library loaded after the fork (new code) turns
-      the short ending off, as does one that registers ``Py_AtExit`` functions.
+      the short ending off, as does one whose dynamic symbols name ``Py_AtExit``.
 
     A status that the interpreter sets at its very end (KeyboardInterrupt: a signal; a stream that
     cannot flush: 120) turns it off too."""
@@ -738,6 +739,7 @@ class _Ending:
     watched = ()             # (weak reference, whether its finalizer is idle) for the parent's objects
     streams = frozenset()    # ids of the standard streams' layers
     code_files = frozenset()  # executable files mapped when the imports ended
+    objects_loaded = None    # libraries the dynamic linker had loaded by then (glibc's count)
     hooked = False           # an audit hook was added after the parent's guard
 
     @staticmethod
@@ -782,6 +784,7 @@ class _Ending:
                 refusal = refusal or f"the libraries hold an object with a finalizer ({kind.__qualname__})"
         cls.watched = tuple(watched)
         cls.code_files = frozenset(_code_files())
+        cls.objects_loaded = _objects_loaded()
         refusal = refusal or next((f"{path} registers Py_AtExit functions" for path in sorted(cls.code_files)
                                    if _registers_at_exit(path)), None)
         cls.refusal = refusal or None
@@ -890,7 +893,7 @@ def _left_to_see():
         return "sqlite3 or dbm is imported"
     if not _resource_warnings_ignored():
         return "ResourceWarning is shown"
-    if not _code_files() <= _Ending.code_files:
+    if _new_code():
         return "a library was loaded after the fork"
     for ref, idle in _Ending.watched:
         obj = ref()
@@ -961,14 +964,62 @@ def _code_files():
     return files
 
 
+# dl_iterate_phdr's callback, made once here (making one maps memory for its trampoline)
+_PHDR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+_ADDS_OFFSET = 32  # of dlpi_adds in glibc's struct dl_phdr_info on 64-bit targets
+
+
+def _first_object(info, size, _data):
+    _loading.append(ctypes.c_ulonglong.from_address(info + _ADDS_OFFSET).value if size >= _ADDS_OFFSET + 8 else None)
+    return 1  # one object is enough: the counter is the dynamic linker's
+
+
+_loading = []
+_first_object_callback = _PHDR_CALLBACK(_first_object)
+
+
+def _objects_loaded():
+    """How many libraries the dynamic linker has loaded in all (glibc's counter); None if unknown."""
+    _loading.clear()
+    if ctypes.sizeof(ctypes.c_void_p) != 8 or not hasattr(_LIBC, "dl_iterate_phdr"):
+        return None
+    _LIBC.dl_iterate_phdr(_first_object_callback, None)
+    return _loading[0] if _loading else None
+
+
+def _new_code():
+    """Whether a library was loaded since the parent's imports ended."""
+    loaded = _objects_loaded()
+    if loaded is not None and _Ending.objects_loaded is not None:
+        return loaded != _Ending.objects_loaded
+    return not _code_files() <= _Ending.code_files
+
+
 def _registers_at_exit(path):
-    """Whether a mapped library refers to Py_AtExit (the interpreter itself defines it)."""
+    """Whether a mapped library imports Py_AtExit (its dynamic symbols name it; the interpreter itself
+    defines it). What cannot be read as a 64-bit ELF file is searched whole."""
     if "libpython" in os.path.basename(path) or os.path.realpath(path) == os.path.realpath(sys.executable):
         return False
     try:
         with open(path, "rb") as fh:
-            return b"Py_AtExit\0" in fh.read()
-    except OSError:
+            head = fh.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                fh.seek(0)
+                return b"Py_AtExit\0" in fh.read()
+            order = "<" if head[5] == 1 else ">"
+            table_at, = struct.unpack_from(order + "Q", head, 0x28)
+            entry_size, count = struct.unpack_from(order + "HH", head, 0x3A)
+            fh.seek(table_at)
+            table = fh.read(entry_size * count)
+            # (name, type, flags, addr, offset, size, link, info, addralign, entsize)
+            sections = [struct.unpack_from(order + "IIQQQQIIQQ", table, i * entry_size) for i in range(count)]
+            for section in sections:
+                if section[1] == 11:  # SHT_DYNSYM, whose names are in the section it links to
+                    names = sections[section[6]]
+                    fh.seek(names[4])
+                    return b"\0Py_AtExit\0" in b"\0" + fh.read(names[5])
+            return False  # no dynamic symbols: it calls nothing of the interpreter's
+    except (OSError, struct.error, IndexError):
         return True
 
 
