@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import select
 import shlex
 import signal
 import subprocess
@@ -60,6 +61,11 @@ class CommandResult:
     limit: str | None = None
     # what the command wrote to stderr alone (head and tail kept, see STDERR_KEEP_CHARS)
     stderr: str = ""
+    # a warm command's CPU time (user + system, its processes', as the kernel counted them); None for
+    # one started afresh (bubblewrap passes on no CPU time of the processes in its PID namespace)
+    cpu_s: float | None = None
+    # whether it was forked from a warm parent (isolation.warm) rather than started afresh
+    warm: bool = False
 
     @property
     def ok(self) -> bool:
@@ -116,12 +122,13 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         if group is not None:
             group.enter()
 
+    warm = proc is not None
     try:
         if proc is None:
-            proc = subprocess.Popen(
+            proc = _Reaped(subprocess.Popen(
                 argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=before_exec,
-            )
+            ))
     except (OSError, subprocess.SubprocessError) as exc:
         sink.feed(f"could not start: {exc}\n".encode())
         sink.close()
@@ -168,8 +175,42 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
             reader.join(timeout=5.0)
         sink.close()
     duration = time.monotonic() - start
+    usage = getattr(proc, "usage", None)
     return CommandResult(proc.returncode, timed_out, duration, tail(log_path, ERROR_TAIL_CHARS), limit,
-                         errors.text(STDERR_KEEP_CHARS))
+                         errors.text(STDERR_KEEP_CHARS), usage.cpu_s if usage is not None else None, warm)
+
+
+class _Reaped:
+    """A started Popen, waited for with a pidfd: the exit is seen at once, where Popen's timed wait
+    polls with sleeps of up to 50 ms."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.pid = popen.pid
+        self.stdout = popen.stdout
+        self.stderr = popen.stderr
+        try:
+            self._pidfd: int | None = os.pidfd_open(popen.pid)
+        except OSError:
+            self._pidfd = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        if self._pidfd is None:
+            return self.popen.wait(timeout)
+        if timeout is not None and not select.select([self._pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(self.popen.args, timeout)
+        _, status = os.waitpid(self.pid, 0)
+        # set before anything else can wait for the pid: the Popen never waits for it again
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+        os.close(self._pidfd)
+        self._pidfd = None
+        return self.popen.returncode
 
 
 class _LastBytes:

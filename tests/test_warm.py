@@ -114,6 +114,24 @@ ERRORS = {
                                       "class Noisy:\n    def __del__(self):\n        sys.stderr.write(f'finalized {sys.is_finalizing()}\\n')\n"
                                       "n = Noisy(); n.me = n; del n\n"),
     "stdout-cannot-flush": "import os, sys\nsys.stdout.write('pending')\nos.close(1)\n",
+    # what an interpreter's teardown does that could be seen, besides finalizers: each ends in full
+    "sqlite-uncommitted": ("import sqlite3, sys\ncon = sqlite3.connect(sys.argv[-1] + '/db.sqlite')\n"
+                           "con.execute('create table t (x)')\ncon.commit()\ncon.execute('insert into t values (1)')\n"),
+    "gc-callback": ("import gc, os, sys\n"
+                    "gc.callbacks.append(lambda phase, info, w=os.write, f=sys.is_finalizing: f() and w(2, f'gc {phase}\\n'.encode()))\n"),
+    "audit-hook": ("import os, sys\nsys.addaudithook(lambda event, args, w=os.write: "
+                   "event == 'cpython.PyInterpreterState_Clear' and w(2, b'interpreter cleared\\n'))\n"),
+    "weakref-callback": ("import json, os, sys, weakref\nclass Held:\n    pass\njson._fmlbench_held = Held()\n"
+                         "sys._fmlbench_ref = weakref.ref(json._fmlbench_held, lambda ref, w=os.write: w(2, b'called back\\n'))\n"),
+    "resource-warning-shown": "import sys, warnings\nwarnings.simplefilter('default')\nkept = open(sys.argv[0])\n",
+    "exit-out-of-range": "import sys\nsys.exit(2 ** 40)\n",
+    # ends short: what is left to do is the C library's (its buffered output) and the atexit handlers'
+    "c-level-buffer": ("import ctypes, sys\nlibc = ctypes.CDLL(None)\nlibc.fopen.restype = ctypes.c_void_p\n"
+                       "libc.fputs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]\n"
+                       "libc.fputs(b'kept', libc.fopen((sys.argv[-1] + '/left-open.txt').encode(), b'w'))\n"),
+    "finalize-at-exit": ("import json, weakref\nclass Held:\n    pass\njson._fmlbench_held = Held()\n"
+                         "weakref.finalize(json._fmlbench_held, print, 'out', flush=True)\n"),
+    "read-only-file-left-open": "import sys\nkept = open(sys.argv[0])\nprint('out')\n",
 }
 
 
@@ -126,6 +144,8 @@ def test_a_warm_script_ends_as_a_cold_one(tmp_path, name):
     cold, _ = _experiment(task, tmp_path / "run", use_warm=False)
     cold_file = (tmp_path / "run" / "search" / "out" / "val" / "left-open.txt")
     cold_file = cold_file.read_text() if cold_file.exists() else None
+    out = tmp_path / "run" / "search" / "out" / "val"
+    cold_listing = sorted(os.listdir(out))
     hot, log = _experiment(task, tmp_path / "run", use_warm=True)
     hot_file = (tmp_path / "run" / "search" / "out" / "val" / "left-open.txt")
     assert log.startswith("[warm]")
@@ -133,6 +153,7 @@ def test_a_warm_script_ends_as_a_cold_one(tmp_path, name):
     for line in ("out", "atexit ran", "thread done"):
         assert (line in hot.output_tail) == (line in cold.output_tail), line
     assert (hot_file.read_text() if hot_file.exists() else None) == cold_file
+    assert sorted(os.listdir(out)) == cold_listing
     if name == "exception":
         assert hot.stderr.startswith("Traceback (most recent call last):\n  File \"") and "warm_parent" not in hot.stderr
 
@@ -427,3 +448,56 @@ def test_commands_of_another_form_start_cold():
     for argv in ([python, "-c", "pass"], [python, "-m", "module"], ["/usr/bin/python3", "train.py"], [python],
                  [python, "-u", "train.py"], ["bash", "run.sh"]):
         assert warm.script_command(argv, (), cwd) is None, argv
+
+
+# -- a command's ending ------------------------------------------------------------------------------
+
+
+def _ending_usage(tmp_path: Path, scripts: dict[str, str]) -> tuple[dict, str]:
+    """Each script run as a harness command forked from one parent that imported numpy: its usage, and
+    the parent's log."""
+    from pytest_fmlbench.workspace import HARNESS_PYTHON
+
+    pool = warm.WarmPool([], [("numpy", [])], False, tmp_path / "logs", [].append)
+    usage = {}
+    try:
+        for name, source in scripts.items():
+            script = tmp_path / f"{name}.py"
+            script.write_text(source)
+            argv = [*HARNESS_PYTHON, str(script)]
+            proc = pool.launcher("harness", argv, tuple(HARNESS_PYTHON[1:]), tmp_path, scrubbed_env({}))(None)
+            assert proc is not None, name
+            proc.stdout.read()
+            assert proc.wait(60) == 0, proc.stderr.read()
+            proc.stdout.close()
+            proc.stderr.close()
+            usage[name] = proc.usage
+    finally:
+        pool.close()
+    return usage, "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
+
+
+def test_a_command_whose_end_nobody_could_see_skips_the_teardown(tmp_path):
+    """Freeing the parent's objects at exit writes to the pages the command shares with the parent (each
+    copied on write): a command that leaves nothing whose end could be seen skips that, one that leaves
+    a finalizer to run (a suspended generator on a library) ends in full."""
+    work = "import numpy\nnumpy.linalg.inv(numpy.eye(3))\n"
+    usage, log = _ending_usage(tmp_path, {
+        "short": work,
+        "full": work + "import json\ndef gen():\n    yield 1\njson._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n",
+        # no ending at all: what the fork and the work cost
+        "none": work + "import os\nos._exit(0)\n",
+    })
+    assert "short endings: on" in log, log
+    faults = {name: u.minor_faults for name, u in usage.items()}
+    assert faults["short"] - faults["none"] < (faults["full"] - faults["none"]) / 3, faults
+
+
+def test_a_warm_command_s_cpu_time_is_reported(tmp_path):
+    """What the benchmarks measure where wall time is stretched by other work: the CPU time of a warm
+    command's processes, as the kernel counted them (a cold one's stays inside bubblewrap's namespace)."""
+    task = _task_with_runner(tmp_path, "import time\nstarted = time.process_time()\nwhile time.process_time() - started < 0.3:\n    pass\n")
+    cold, _ = _experiment(task, tmp_path / "cold", use_warm=False)
+    hot, log = _experiment(task, tmp_path / "hot", use_warm=True)
+    assert log.startswith("[warm]") and hot.warm and not cold.warm
+    assert hot.cpu_s >= 0.3 and cold.cpu_s is None, (cold.cpu_s, hot.cpu_s)

@@ -14,8 +14,9 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
 * parent -> harness: ``{"pid": N}`` (the child's pid on the host) or ``{"error": "..."}``
 * on the status socket: ``joined`` (sandbox mode: the child is in the step's sandbox, whose holder the
   harness may now let go), ``started`` (the next thing this process runs is the command's script),
-  ``failed REASON`` (the mechanism failed; no code of the command ran), ``exit CODE`` (as subprocess
-  reports it; in sandbox mode as bubblewrap reports its command's exit). The command itself never holds
+  ``failed REASON`` (the mechanism failed; no code of the command ran), ``exit CODE USER_S SYSTEM_S
+  MINOR_FAULTS`` (the code as subprocess reports it, in sandbox mode as bubblewrap reports its command's
+  exit; then the command's CPU time and page faults, in sandbox mode with its namespace's init's). The command itself never holds
   the status socket: it could otherwise write any of these lines.
 """
 
@@ -25,14 +26,21 @@ import sys
 # this folder is not the command's: no module of it may be importable as a top-level name
 del sys.path[0]
 
+import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import errno  # noqa: E402
 import gc  # noqa: E402
+import importlib.machinery  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import resource  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
+import struct  # noqa: E402
+import _socket  # noqa: E402
+import types  # noqa: E402
+import _weakref  # noqa: E402
 
 _CONTROL = int(sys.argv[1])
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -108,6 +116,9 @@ class _Guard:
         self._busy = False
 
     def __call__(self, event, args):
+        if event == "sys.addaudithook":
+            # a hook added after this one is called at the interpreter's end: an ending to play out
+            _Ending.hooked = True
         if not self.active or self._busy:
             return
         self._busy = True
@@ -241,6 +252,8 @@ def _mapped():
 
 def _start(control):
     config = json.loads(control.recv(1 << 20))
+    # registered before any library's handler, so that a command's interpreter calls it after all of them
+    atexit.register(_Ending.at_exit)
     guard = _Guard(config.get("guard"))
     sys.addaudithook(guard)
     imported, skipped, failed = [], [], []
@@ -288,6 +301,8 @@ def _start(control):
     # the collector would walk (and so copy, page by page) every object of this image in every child,
     # at its exit above all: what is here now lives as long as the child anyway (gc.freeze's purpose)
     gc.collect()
+    _Ending.prepare()
+    print(f"short endings: {_Ending.refusal or 'on'}", flush=True)
     gc.freeze()
     return {sig: signal.getsignal(sig) for sig in _catchable()}, guard.made
 
@@ -310,20 +325,42 @@ class _Job:
         self.filename = filename
 
 
+# how long this parent waits, after serving a command, before it forks the next one's process: the
+# command just started gets the CPU first
+_SPARE_AFTER_S = 0.05
+
+
 def _serve(control, dispositions, made):
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)
     children = {}  # pidfd -> (pid, status fd the parent reports the exit on, or None)
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
+    parent = os.getpid()
+    # the next command's process, forked while this parent is idle so that a request costs no fork:
+    # (pid, the socket its request goes to). It is a fork of this same image, made before the request
+    # as any fork is, and it has done nothing but wait for it.
+    spare = None
     while True:
-        for fd, _ in poller.poll():
+        events = poller.poll(None if spare is not None else _SPARE_AFTER_S * 1000)
+        if not events:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            pid = os.fork()
+            if pid == 0:
+                ours.close()
+                poller = None
+                children = None
+                return _spare(theirs, control, dispositions, made, last_cap, parent)
+            theirs.close()
+            spare = (pid, ours)
+            continue
+        for fd, _ in events:
             if fd != control.fileno():
                 pid, status = children.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
-                _, wait_status = os.waitpid(pid, 0)
+                _, wait_status, usage = os.wait4(pid, 0)
                 if status is not None:
-                    _report(status, f"exit {os.waitstatus_to_exitcode(wait_status)}")
+                    _report(status, _exit_line(wait_status, usage))
                     os.close(status)
                 continue
             try:
@@ -334,13 +371,24 @@ def _serve(control, dispositions, made):
                 os._exit(0)  # the harness is gone
             request = json.loads(message)
             stdout, stderr, status = fds
-            parent = os.getpid()
-            pid = os.fork()
-            if pid == 0:
-                poller = None
-                pidfds = list(children)
-                children = None
-                return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent)
+            pid = None
+            if spare is not None:
+                pid, channel = spare
+                spare = None
+                try:
+                    socket.send_fds(channel, [message], fds)
+                except OSError:
+                    os.waitpid(pid, 0)  # it was killed while waiting: fork afresh
+                    pid = None
+                channel.close()
+            if pid is None:
+                pid = os.fork()
+                if pid == 0:
+                    poller = None
+                    pidfds = list(children)
+                    children = None
+                    return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap,
+                                  parent)
             pidfd = os.pidfd_open(pid)
             control.send(json.dumps({"pid": pid}).encode())
             os.close(stdout)
@@ -351,6 +399,31 @@ def _serve(control, dispositions, made):
                 status = None
             children[pidfd] = (pid, status)
             poller.register(pidfd, select.POLLIN)
+
+
+def _spare(channel, control, dispositions, made, last_cap, parent):
+    """In a forked child: wait for the request it will serve."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)  # the parent died before the line above
+        control.close()
+        # what the parent held when it forked: the other commands' pidfds and status pipes (while a
+        # copy of a status pipe is open, its reader sees no end)
+        _close_all_but((channel.fileno(),))
+        message, fds, _, _ = socket.recv_fds(channel, 1 << 20, 8)
+    except BaseException:  # noqa: BLE001 - no request came: nothing to do
+        os._exit(1)
+    channel.close()
+    if not message:
+        os._exit(0)
+    stdout, stderr, status = fds
+    return _child(json.loads(message), stdout, stderr, status, None, [], dispositions, made, last_cap, parent)
+
+
+def _exit_line(wait_status, usage):
+    return (f"exit {os.waitstatus_to_exitcode(wait_status)} {usage.ru_utime:.6f} {usage.ru_stime:.6f} "
+            f"{usage.ru_minflt}")
 
 
 def _report(fd, line):
@@ -371,7 +444,8 @@ def _child(request, stdout, stderr, status, control, pidfds, dispositions, made,
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)  # the parent died before the line above
-        control.close()
+        if control is not None:
+            control.close()
         for fd in pidfds:
             os.close(fd)
         os.setsid()
@@ -400,8 +474,6 @@ def _join_limits(request):
                 os.close(fd)
         except OSError as exc:
             raise MechanismError(f"cannot join the step's control group {procs}: {exc}") from None
-    import resource
-
     for which, soft, hard in request.get("rlimits") or ():
         resource.setrlimit(which, (soft, hard))
 
@@ -436,8 +508,8 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap):  # noqa: C901 - o
         # nothing left to do here that needs a privilege
         _drop_privileges(last_cap)
         _prctl(PR_SET_DUMPABLE, 0)
-        _, wait_status = os.waitpid(init, 0)
-        _report(status, f"exit {os.waitstatus_to_exitcode(wait_status)}")
+        _, wait_status, usage = os.wait4(init, 0)
+        _report(status, _exit_line(wait_status, usage))
         os._exit(0)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     os.setsid()  # bubblewrap's --new-session: the init leads the session, the command inherits it
@@ -609,6 +681,348 @@ def _become(request, stdout, stderr, status, dispositions):
     return _Job(source, script)
 
 
+# -- a command's ending -----------------------------------------------------------------------------
+
+_PY_TPFLAGS_HEAPTYPE = 1 << 9
+# the standard library's types whose objects do more, when freed, than free memory, close descriptors
+# and unmap memory (which a process's exit does just the same): sqlite3's connections (they roll back
+# and remove their journal), dbm's databases (they write)
+_WRITING_MODULES = frozenset({"sqlite3", "_sqlite3", "dbm", "_dbm", "_gdbm"})
+_IO_TYPES = frozenset({io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair,
+                       io.TextIOWrapper})
+_MEMORY_IO_TYPES = frozenset({io.BytesIO, io.StringIO})
+# finalizers of a library's own objects that do nothing while their object is in the state named
+_IDLE_WHEN_STOPPED = {
+    # its finalizer stops the tracker process it started, if one runs
+    ("joblib.externals.loky.backend.resource_tracker", "ResourceTracker"): lambda tracker: tracker._fd is None,
+    ("multiprocessing.resource_tracker", "ResourceTracker"): lambda tracker: tracker._fd is None,
+}
+
+
+class _Ending:
+    """A command's interpreter ends by freeing every object, the parent's included: that writes to nearly
+    every page it shares with the parent (copy on write), a tenth of a second and more per command.
+    Where nothing of that can be seen, the command ends after the atexit handlers, as the C library's
+    ``exit`` does, without the interpreter's teardown; otherwise it finalizes as a script's does.
+
+    Up to this handler (registered before any library's, so called after all of them), the ending is the
+    interpreter's own: the exception printed, non-daemon threads joined, atexit handlers run. Then
+    ``sys.stdout`` and ``sys.stderr`` are flushed as the interpreter does next, and ``exit(status)`` runs
+    the C library's handlers and flushes its buffers as at the end of a script. What is skipped is the
+    release of every object still alive and the interpreter's own state (it calls ``Py_AtExit``
+    functions and audit hooks too). Releasing an object can be seen only through
+
+    * a finalizer (``__del__``, every io object, generator, coroutine, socket, ``os.scandir`` iterator):
+      none may be alive among the objects the collector tracks, the parent's (listed when its imports
+      end) and the command's, except the standard streams (flushed; never closed: the interpreter made
+      them with closefd off), closed or read-only io objects, in-memory buffers, generators never
+      started or finished, sockets, and the library objects of ``_IDLE_WHEN_STOPPED`` in the state
+      named there; the finalizers of sockets and of scandir iterators (the only untracked objects that
+      have one) only warn, with a ResourceWarning (which must be ignored), and close;
+    * a weak reference's callback: only those that merely drop an entry of a weak container (the
+      standard library's weak dictionaries and sets, abc's registries, thread locals, logging's handler
+      list, ctypes' caches) and ``weakref.finalize``'s after atexit (inert from then on);
+    * what the collector itself does (callbacks, debug output), a trace or profile function, an audit
+      hook added after the parent's: none may be set; a Python thread still running: none may run;
+    * what freeing does beyond memory, descriptors and mappings, which exit releases just the same:
+      of the standard library's types only sqlite3's and dbm's do more (neither may be imported); the
+      command's tracked objects may be of Python classes and the standard library's types only; the
+      extension types' untracked objects (numpy's arrays) and those the parent's libraries made while
+      importing are taken to free memory only, and a library loaded after the fork (new code) turns
+      the short ending off, as does one whose dynamic symbols name ``Py_AtExit``.
+
+    A status that the interpreter sets at its very end (KeyboardInterrupt: a signal; a stream that
+    cannot flush: 120) turns it off too."""
+
+    status = None            # what the command's interpreter exits with, where plainly known
+    refusal = None           # why no command of this parent ends short (set when its imports end)
+    watched = ()             # (weak reference, whether its finalizer is idle) for the parent's objects
+    streams = frozenset()    # ids of the standard streams' layers
+    code_files = frozenset()  # executable files mapped when the imports ended
+    objects_loaded = None    # libraries the dynamic linker had loaded by then (glibc's count)
+    hooked = False           # an audit hook was added after the parent's guard
+
+    @staticmethod
+    def status_of(exc):
+        """The exit status the interpreter gives a script that raised ``exc`` (None: it ends by a signal)."""
+        if isinstance(exc, SystemExit):
+            code = exc.code
+            if code is None:
+                return 0
+            if isinstance(code, int):
+                return int(code) if -(1 << 31) <= code < (1 << 31) else None
+            return 1  # printed by the interpreter, before it finalizes
+        return None if isinstance(exc, KeyboardInterrupt) else 1
+
+    @classmethod
+    def prepare(cls):
+        """In the parent, its imports done: what of its own objects could make an ending visible."""
+        layers = set()
+        for stream in (sys.__stdin__, sys.__stdout__, sys.__stderr__):
+            buffer = getattr(stream, "buffer", None)
+            layers |= {id(stream), id(buffer), id(getattr(buffer, "raw", None))}
+        cls.streams = frozenset(layers - {id(None)})
+        watched, refusal = [], cls.hooked and "an audit hook was added while importing"
+        seen, codes = {}, _dropping_codes()
+        for obj in gc.get_objects():
+            kind = type(obj)
+            if _is_weak(kind):
+                if not _callback_drops_an_entry(_weak_callback(obj), codes):
+                    refusal = refusal or f"a weak reference of the libraries calls back {_weak_callback(obj)!r}"[:200]
+                continue
+            if kind not in seen:
+                seen[kind] = _finalizer_check(kind) if getattr(kind, "__del__", None) is not None else None
+            check = seen[kind]
+            if check is None:
+                continue
+            if isinstance(check, str):
+                refusal = refusal or f"the libraries hold {check}"
+                continue
+            try:
+                watched.append((_weakref.ref(obj), check))
+            except TypeError:
+                refusal = refusal or f"the libraries hold an object with a finalizer ({kind.__qualname__})"
+        cls.watched = tuple(watched)
+        cls.code_files = frozenset(_code_files())
+        cls.objects_loaded = _objects_loaded()
+        refusal = refusal or next((f"{path} registers Py_AtExit functions" for path in sorted(cls.code_files)
+                                   if _registers_at_exit(path)), None)
+        cls.refusal = refusal or None
+
+    @classmethod
+    def at_exit(cls):
+        """The last atexit handler of a command: end here where the rest could not be seen."""
+        try:
+            status = cls.status
+            if status is None or cls.refusal is not None or _left_to_see() is not None:
+                return
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name, None)
+                if stream is not None and not _closed(stream):
+                    stream.flush()  # as the interpreter does next: one that cannot flush ends in full
+            for stream in (sys.__stdout__, sys.__stderr__):
+                if stream is not None and not _closed(stream):
+                    stream.flush()  # what their release would have flushed
+            _LIBC.exit(status)
+        except BaseException:  # noqa: BLE001 - whatever happens here, the interpreter ends as usual
+            return
+
+
+def _closed(stream):
+    """The interpreter's test before it flushes a standard stream: an error reads as open."""
+    try:
+        return bool(stream.closed)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _weak_callback(ref):
+    if type(ref) in (_weakref.ProxyType, _weakref.CallableProxyType):
+        # a proxy does not show its callback: read it where CPython's PyWeakReference keeps it
+        slot = id(ref) + 3 * ctypes.sizeof(ctypes.c_void_p)
+        if not ctypes.c_void_p.from_address(slot).value:
+            return None
+        return ctypes.py_object.from_address(slot).value
+    return ref.__callback__
+
+
+def _dropping_codes():
+    """The code of the callbacks that only drop an entry of the standard library's weak containers."""
+    codes = set()
+    for module, owner in (("weakref", "WeakValueDictionary"), ("weakref", "WeakKeyDictionary"),
+                          ("_weakrefset", "WeakSet")):
+        init = getattr(getattr(sys.modules.get(module), owner, None), "__init__", None)
+        codes |= {c for c in getattr(getattr(init, "__code__", None), "co_consts", ()) if isinstance(c, types.CodeType)}
+    logging = sys.modules.get("logging")
+    if logging is not None and hasattr(logging, "_removeHandlerRef"):
+        codes.add(logging._removeHandlerRef.__code__)
+    return codes
+
+
+def _callback_drops_an_entry(callback, codes):
+    """Whether a weak reference's callback only removes an entry of a container (or does nothing)."""
+    if callback is None:
+        return True
+    kind = type(callback)
+    if kind is types.BuiltinMethodType:
+        # abc's registries and caches, threading.local's per-thread dictionaries
+        return callback.__name__ in ("_destroy", "_localdummy_destroyed") and callback.__module__ is None and \
+            isinstance(callback.__self__, _weakref.ref)
+    if (kind.__module__, kind.__qualname__) == ("_ctypes", "DictRemover"):
+        return True  # ctypes' caches
+    weakref = sys.modules.get("weakref")
+    if weakref is not None and isinstance(callback, weakref.finalize):
+        return weakref.finalize._shutdown  # set once atexit has called the finalizers: inert from then on
+    return getattr(callback, "__code__", None) in codes
+
+
+def _is_weak(kind):
+    return issubclass(kind, _weakref.ref) or kind in (_weakref.ProxyType, _weakref.CallableProxyType)
+
+
+def _finalizer_check(kind):
+    """For a type with a finalizer: a test that an object's finalizer would do nothing, or why not."""
+    if kind in _IO_TYPES:
+        return lambda f: id(f) in _Ending.streams or f.closed or not f.writable()
+    if kind in _MEMORY_IO_TYPES:
+        return lambda f: True
+    if issubclass(kind, _socket.socket) and kind.__del__ is _socket.socket.__del__:
+        return lambda s: True  # it warns (ResourceWarning, ignored or no short ending) and closes
+    if kind is types.GeneratorType:
+        # closing a generator that never started or has finished runs none of its code
+        return lambda g: not g.gi_running and not g.gi_suspended
+    if kind is types.CoroutineType:
+        return lambda c: c.cr_frame is None  # one never awaited warns
+    if kind is types.AsyncGeneratorType:
+        return lambda a: a.ag_frame is None
+    idle = _IDLE_WHEN_STOPPED.get((kind.__module__, kind.__qualname__))
+    return idle or f"an object with a finalizer ({kind.__module__}.{kind.__qualname__})"
+
+
+def _left_to_see():
+    """What the interpreter's teardown of this command would do that could be seen, or None."""
+    if len(sys._current_frames()) != 1:
+        return "a thread still runs"
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return "a trace or profile function is set"
+    if gc.callbacks or gc.get_debug():
+        return "the collector reports"
+    if _Ending.hooked:
+        return "an audit hook was added"
+    if _WRITING_MODULES & sys.modules.keys():
+        return "sqlite3 or dbm is imported"
+    if not _resource_warnings_ignored():
+        return "ResourceWarning is shown"
+    if _new_code():
+        return "a library was loaded after the fork"
+    for ref, idle in _Ending.watched:
+        obj = ref()
+        if obj is not None and not idle(obj):
+            return f"the libraries' {type(obj).__qualname__} would finalize"
+    verdicts, codes = {}, _dropping_codes()
+    for obj in gc.get_objects():
+        kind = type(obj)
+        verdict = verdicts.get(kind, verdicts)
+        if verdict is verdicts:
+            verdict = verdicts[kind] = _verdict(kind, codes)
+        if verdict is None:
+            continue
+        if isinstance(verdict, str):
+            return verdict
+        if not verdict(obj):
+            return f"a {kind.__qualname__} would finalize"
+    return None
+
+
+def _verdict(kind, codes):
+    """For an object the command made: None (freeing it is unseen), a test, or why it could be seen."""
+    if _is_weak(kind):
+        return lambda ref: _callback_drops_an_entry(_weak_callback(ref), codes)
+    if getattr(kind, "__del__", None) is not None:
+        return _finalizer_check(kind)
+    for base in kind.__mro__:
+        name = base.__module__ if isinstance(base.__module__, str) else ""
+        top = name.partition(".")[0]
+        if top in _WRITING_MODULES:
+            return f"a {base.__qualname__} is alive"
+        if name == "builtins" or top in sys.stdlib_module_names or _defined_in_python(base, name):
+            continue
+        return f"an object of an extension type ({name}.{base.__qualname__}) is alive"
+    return None
+
+
+def _defined_in_python(kind, module_name):
+    if not kind.__flags__ & _PY_TPFLAGS_HEAPTYPE:
+        return False
+    path = getattr(sys.modules.get(module_name), "__file__", None)
+    return isinstance(path, str) and not path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def _resource_warnings_ignored():
+    """Whether the warnings filters ignore every ResourceWarning (a socket or scandir iterator left open
+    warns when freed)."""
+    warnings = sys.modules.get("warnings") or sys.modules.get("_warnings")
+    for action, message, category, module, lineno in getattr(warnings, "filters", None) or ():
+        if not (isinstance(category, type) and issubclass(ResourceWarning, category)):
+            continue
+        if action != "ignore":
+            return False
+        if (message is None or message.pattern in ("", ".*")) and (module is None or module.pattern in ("", ".*")) \
+                and not lineno:
+            return True
+    return False
+
+
+def _code_files():
+    """The executable files mapped into this process."""
+    files = set()
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.split(None, 5)
+            if len(parts) > 5 and "x" in parts[1] and parts[5].startswith("/"):
+                files.add(parts[5].rstrip("\n"))
+    return files
+
+
+# dl_iterate_phdr's callback, made once here (making one maps memory for its trampoline)
+_PHDR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+_ADDS_OFFSET = 32  # of dlpi_adds in glibc's struct dl_phdr_info on 64-bit targets
+
+
+def _first_object(info, size, _data):
+    _loading.append(ctypes.c_ulonglong.from_address(info + _ADDS_OFFSET).value if size >= _ADDS_OFFSET + 8 else None)
+    return 1  # one object is enough: the counter is the dynamic linker's
+
+
+_loading = []
+_first_object_callback = _PHDR_CALLBACK(_first_object)
+
+
+def _objects_loaded():
+    """How many libraries the dynamic linker has loaded in all (glibc's counter); None if unknown."""
+    _loading.clear()
+    if ctypes.sizeof(ctypes.c_void_p) != 8 or not hasattr(_LIBC, "dl_iterate_phdr"):
+        return None
+    _LIBC.dl_iterate_phdr(_first_object_callback, None)
+    return _loading[0] if _loading else None
+
+
+def _new_code():
+    """Whether a library was loaded since the parent's imports ended."""
+    loaded = _objects_loaded()
+    if loaded is not None and _Ending.objects_loaded is not None:
+        return loaded != _Ending.objects_loaded
+    return not _code_files() <= _Ending.code_files
+
+
+def _registers_at_exit(path):
+    """Whether a mapped library imports Py_AtExit (its dynamic symbols name it; the interpreter itself
+    defines it). What cannot be read as a 64-bit ELF file is searched whole."""
+    if "libpython" in os.path.basename(path) or os.path.realpath(path) == os.path.realpath(sys.executable):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                fh.seek(0)
+                return b"Py_AtExit\0" in fh.read()
+            order = "<" if head[5] == 1 else ">"
+            table_at, = struct.unpack_from(order + "Q", head, 0x28)
+            entry_size, count = struct.unpack_from(order + "HH", head, 0x3A)
+            fh.seek(table_at)
+            table = fh.read(entry_size * count)
+            # (name, type, flags, addr, offset, size, link, info, addralign, entsize)
+            sections = [struct.unpack_from(order + "IIQQQQIIQQ", table, i * entry_size) for i in range(count)]
+            for section in sections:
+                if section[1] == 11:  # SHT_DYNSYM, whose names are in the section it links to
+                    names = sections[section[6]]
+                    fh.seek(names[4])
+                    return b"\0Py_AtExit\0" in b"\0" + fh.read(names[5])
+            return False  # no dynamic symbols: it calls nothing of the interpreter's
+    except (OSError, struct.error, IndexError):
+        return True
+
+
 def _main():
     # the children's memory is a copy of this process: no one else may read or trace it
     _prctl(PR_SET_DUMPABLE, 0)
@@ -621,7 +1035,9 @@ _job = _main()
 # only a child that became a command gets here
 try:
     exec(compile(_job.source, _job.filename, "exec", dont_inherit=True), sys.modules["__main__"].__dict__)
+    _Ending.status = 0
 except BaseException as _exc:
+    _Ending.status = _Ending.status_of(_exc)
     # the command's traceback starts in its script, as it would in a fresh interpreter
     if _exc.__traceback__ is not None and _exc.__traceback__.tb_frame.f_code.co_filename == __file__:
         _exc.__traceback__ = _exc.__traceback__.tb_next
