@@ -6,7 +6,9 @@ Layout under the root (``$FMLBENCH_DATA``, default ``~/.cache/fmlbench/data``)::
     <name>/<file name>.part   an interrupted download (resumed from its end)
     <name>/src/               a git artefact, checked out at its pinned commit (its LFS files in place)
     <name>/lfs/               LFS objects being downloaded (resumed by the next fetch)
-    <name>/stamp.json         what was verified: sha256 and size (and the md5 declared), or the commit
+    <name>/stamp.json         what was verified: sha256 and size (and the md5 declared), or the commit;
+                              for a file with no published checksum, how it was pinned
+    derived/                  what a harness computes once from verified artefacts (e.g. image features)
     smoke/<name>/...          the same for --scale=smoke: small stand-ins in the upstream format,
                               written by ``fmlbench data fixtures``, checked against their own stamp
 """
