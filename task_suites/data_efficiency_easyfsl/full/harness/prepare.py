@@ -32,7 +32,10 @@ def main() -> None:
     try:
         embeddings, labels = mini_imagenet.cached_features(args.data)
     except mini_imagenet.DataProblem as exc:
-        sys.exit(f"prepare.py: {exc}")
+        # the archive was pinned as it arrived (no checksum is published): other bytes need a new pin
+        again = (f"; to fetch it anew, delete {args.data / mini_imagenet.ARCHIVE[0]} and run "
+                 "`fmlbench data fetch -k data_efficiency_easyfsl_full --pin-unpublished`") if args.scale == "full" else ""
+        sys.exit(f"prepare.py: {exc}{again}")
     n_query, n_tasks = SCALES[args.scale]
     episodes = mini_imagenet.draw_episodes(embeddings, labels, args.data.joinpath(*mini_imagenet.CHECKOUT),
                                            seed=SEEDS[args.split], n_way=N_WAY, n_shot=N_SHOT, n_query=n_query,
