@@ -4,8 +4,9 @@ Importing numpy, pandas, scikit-learn and fairlearn takes seconds; forking a pro
 takes milliseconds. Each run keeps two *warm parents* (``warm_parent.py``): one for its experiments and
 one for its harness commands (prepare, evaluate). Each is an interpreter started with exactly the
 environment and flags its commands get, that imported the task's heavy libraries and nothing else (no
-task or agent code, not even this package), and that forks one child per command. A child is never
-reused: every command starts from the same clean image.
+task or agent code, not even this package), and that forks one child per command (while idle, ahead of
+the request, so that a request costs no fork). A child is never reused: every command starts from the
+same clean image.
 
 What an experiment sees stays what it sees without warm starts
 --------------------------------------------------------------
