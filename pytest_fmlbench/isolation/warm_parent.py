@@ -44,6 +44,7 @@ import _weakref  # noqa: E402
 
 _CONTROL = int(sys.argv[1])
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_PYTHON_LIBC = ctypes.PyDLL(None)  # its calls keep the interpreter's lock
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -803,7 +804,8 @@ class _Ending:
             for stream in (sys.__stdout__, sys.__stderr__):
                 if stream is not None and not _closed(stream):
                     stream.flush()  # what their release would have flushed
-            _LIBC.exit(status)
+            # holding the interpreter's lock, as a finalizing interpreter keeps other threads out of it
+            _PYTHON_LIBC.exit(status)
         except BaseException:  # noqa: BLE001 - whatever happens here, the interpreter ends as usual
             return
 
