@@ -157,6 +157,17 @@ def original_split_indices(n: int, config: SplitConfig) -> tuple[np.ndarray, np.
     return order[n_val:], order[:n_val]
 
 
+def original_stratified_split_indices(labels: np.ndarray, config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The original FML-bench's train/val cut of a visible pool for tabular tasks (Fairness_fairlearn):
+    scikit-learn's ``train_test_split(test_size=val_ratio, random_state=val_seed, stratify=labels)`` over the
+    pool's positions, in the order it returns them."""
+    from sklearn.model_selection import train_test_split  # only the tabular tasks' drivers need scikit-learn
+
+    train, val = train_test_split(np.arange(len(labels)), test_size=config.val_ratio, random_state=config.val_seed,
+                                  stratify=labels)
+    return train, val
+
+
 def write_result(
     path: Path,
     datasets: dict[str, dict[str, float]],

@@ -24,6 +24,7 @@ import hashlib
 import math
 import re
 import string
+from fnmatch import fnmatch
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -40,6 +41,8 @@ PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "re
 # only the pristine harness sees these: the experiment's sandbox has none of them
 HARNESS_ONLY = {"harness", "private", "result", "data"}
 FULL_FOLDER = "full"
+# pristine helpers shared by the tasks: harnesses import them, workspaces receive copies (``kit``)
+TASKKIT = Path(__file__).resolve().with_name("taskkit")
 
 
 class TaskSpecError(Exception):
@@ -252,6 +255,10 @@ class TaskSpec(_Strict):
     data: list[Artifact] = Field([], description="artefacts fetched by `fmlbench data fetch` (full profile)")
     upstream: list[UpstreamFiles] = Field([], description="files of git artefacts copied into every fresh "
                                           "workspace (full profile)")
+    kit: dict[str, str] = Field(
+        {}, description="workspace files that are copies of shared code, as 'path: module': every fresh "
+        "workspace receives pytest_fmlbench/taskkit/<module>.py at that path (the harness imports the same "
+        "module), so the task folder keeps one source of it")
     audit: AuditLimits = AuditLimits()
     warm: list[str] | None = Field(
         None, description="modules the experiments' warm parent imports before it forks each step "
@@ -289,6 +296,17 @@ class TaskSpec(_Strict):
         for name in value or ():
             if not _MODULE.match(name):
                 raise ValueError(f"{name!r} is not a module name (e.g. 'sklearn.linear_model')")
+        return value
+
+    @field_validator("kit")
+    @classmethod
+    def _kit_modules(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, module in value.items():
+            p = Path(path)
+            if not path or p.is_absolute() or ".." in p.parts:
+                raise ValueError(f"{path!r} must be a relative path inside the workspace")
+            if not module.isidentifier() or not (TASKKIT / f"{module}.py").is_file():
+                raise ValueError(f"{module!r} is not a module of pytest_fmlbench.taskkit")
         return value
 
     @field_validator("editable")
@@ -339,18 +357,27 @@ class Task:
         return self.root / "harness"
 
     @property
+    def kit_files(self) -> dict[str, Path]:
+        """Workspace path -> the taskkit source every fresh workspace receives there."""
+        return {path: TASKKIT / f"{module}.py" for path, module in self.spec.kit.items()}
+
+    @property
     def id(self) -> str:
         return self.spec.id
 
     @cached_property
     def fingerprint(self) -> str:
         """sha256 over the task's files as collected, so a changed task never reuses an old run."""
+        files = {path.relative_to(self.root): path for path in self.root.rglob("*")
+                 if path.is_file() and "__pycache__" not in path.parts}
+        if self.spec.profile == "small":
+            files = {rel: path for rel, path in files.items() if rel.parts[0] != FULL_FOLDER}  # a task of its own
+        # the kit's copies count as the workspace files they become
+        files.update({Path("workspace", rel): source for rel, source in self.kit_files.items()})
         digest = hashlib.sha256()
-        for path in sorted(p for p in self.root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            if self.spec.profile == "small" and path.relative_to(self.root).parts[0] == FULL_FOLDER:
-                continue  # the full profile inside is a task of its own
-            digest.update(str(path.relative_to(self.root)).encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        for rel in sorted(files):
+            digest.update(str(rel).encode())
+            digest.update(hashlib.sha256(files[rel].read_bytes()).digest())
         return digest.hexdigest()
 
 
@@ -389,19 +416,23 @@ def load_task(task_yaml: Path) -> Task:
     for sub in ("workspace", "harness"):
         if not (root / sub).is_dir():
             raise TaskSpecError(f"{where}: the task folder has no {sub}/ directory")
-    def from_upstream(path: str) -> bool:  # arrives from a git artefact when a workspace is made
-        return any(copy.covers(path) for copy in spec.upstream)
+    def arrives_later(path: str) -> bool:  # from a git artefact or the kit, when a workspace is made
+        return any(copy.covers(path) for copy in spec.upstream) or any(fnmatch(copy, path) for copy in spec.kit)
+
+    for path in spec.kit:
+        if (root / "workspace" / path).exists():
+            raise TaskSpecError(f"{where}: field 'kit': {path!r} is also in workspace/; keep one source (the kit's)")
 
     for path in spec.editable:
-        if not (root / "workspace" / path).is_file() and not from_upstream(path):
+        if not (root / "workspace" / path).is_file() and not arrives_later(path):
             raise TaskSpecError(f"{where}: field 'editable': {path!r} does not exist in workspace/")
     for pattern in spec.protected:
-        if not any((root / "workspace").glob(pattern)) and not from_upstream(pattern):
+        if not any((root / "workspace").glob(pattern)) and not arrives_later(pattern):
             raise TaskSpecError(f"{where}: field 'protected': {pattern!r} matches no file in workspace/")
     if spec.warm:
-        from .isolation.warm import local_module_names
+        from .isolation.warm import kit_module_names, local_module_names
 
-        local = local_module_names(root / "workspace")
+        local = local_module_names(root / "workspace") | kit_module_names(spec.kit)
         for name in spec.warm:
             if name.partition(".")[0] in local:
                 raise TaskSpecError(f"{where}: field 'warm': {name!r} is a module of the task's workspace; a warm "

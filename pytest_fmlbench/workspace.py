@@ -94,6 +94,7 @@ class Workspace:
         shutil.copytree(task.workspace_dir, root / "workspace", symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
         copy_upstream(task, data, root / "workspace")
+        copy_from_kit(task, root / "workspace")
         (root / "private").mkdir()
         (root / "verdicts").mkdir()
         (root / "evidence").mkdir()
@@ -284,6 +285,15 @@ def copy_upstream(task: Task, data: DataCache | None, workspace: Path) -> None:
                                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             else:
                 shutil.copy2(source, target)
+
+
+def copy_from_kit(task: Task, workspace: Path) -> None:
+    """The task's ``kit`` files: copies of the shared taskkit modules its harness imports, so that the task
+    folder holds one source of them. A copy that is editable is the agent's from then on."""
+    for rel, source in task.kit_files.items():
+        target = workspace / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
 
 def protected_paths(root: Path, patterns: list[str]) -> list[Path]:

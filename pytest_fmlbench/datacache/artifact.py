@@ -36,6 +36,8 @@ class Artifact(BaseModel):
                                       "carries, only where no full SHA-256 is published (kind file)")
     size: int | None = Field(None, gt=0, description="the file's size in bytes (kind file; required with sha256)")
     commit: str | None = Field(None, pattern=r"^[0-9a-f]{40}$", description="the pinned commit (kind git)")
+    lfs: bool = Field(False, description="the commit's Git LFS pointers are replaced by their objects, each checked "
+                      "against its pointer's SHA-256 and size (kind git)")
     filename: str | None = Field(None, description="the file's name in the cache (default: the URL's last part)")
     gated: bool = Field(False, description="the source needs an access token (sent as a bearer token)")
     token_env: str | None = Field(None, description="the environment variable holding that token")
@@ -73,6 +75,8 @@ class Artifact(BaseModel):
         if self.sha256_prefix is not None and f"-{self.sha256_prefix}." not in self.file_name:
             raise ValueError(f"artefact {self.name!r}: sha256_prefix must be the one its file name carries "
                              f"(name-<prefix>.ext), and {self.file_name!r} does not carry {self.sha256_prefix!r}")
+        if self.lfs and self.kind != "git":
+            raise ValueError(f"artefact {self.name!r}: lfs belongs to a git repository")
         if self.kind == "git" and self.commit is None:
             raise ValueError(f"artefact {self.name!r}: a git repository needs its pinned commit")
         if self.gated and not self.token_env:
@@ -87,7 +91,7 @@ class Artifact(BaseModel):
 
     def size_text(self) -> str:
         if self.kind == "git":
-            return "a git checkout"
+            return "a git checkout with Git LFS files" if self.lfs else "a git checkout"
         return human_size(self.size) if self.size else "size not published"
 
     def mismatch(self, sha256: str, md5: str | None = None, size: int | None = None) -> str | None:

@@ -4,7 +4,8 @@ Layout under the root (``$FMLBENCH_DATA``, default ``~/.cache/fmlbench/data``)::
 
     <name>/<file name>        a file artefact, complete and verified
     <name>/<file name>.part   an interrupted download (resumed from its end)
-    <name>/src/               a git artefact, checked out at its pinned commit
+    <name>/src/               a git artefact, checked out at its pinned commit (its LFS files in place)
+    <name>/lfs/               LFS objects being downloaded (resumed by the next fetch)
     <name>/stamp.json         what was verified: sha256 and size (and the md5 declared), or the commit
     smoke/<name>/...          the same for --scale=smoke: small stand-ins in the upstream format,
                               written by ``fmlbench data fixtures``, checked against their own stamp
@@ -96,6 +97,10 @@ class DataCache:
             head = git_head(path)
             if head != want["commit"]:
                 return f"checked out at {head or 'no commit'}, not the pinned {want['commit']}"
+            if artifact.lfs:
+                from .lfs import problems
+
+                return problems(path)
             if git_dirty(path):
                 return "its checkout has local changes"
             return None

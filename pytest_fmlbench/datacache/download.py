@@ -4,7 +4,8 @@ A file is written to ``<name>.part`` (an interrupted download resumes from its e
 Range request, or from the same offset of a ``file://`` source), its size and SHA-256 are checked,
 and only then is it renamed into place and stamped. A wrong checksum deletes the partial file and
 keeps nothing (the next source, if any, is tried). A git repository is cloned beside its final
-place, checked out at the pinned commit, checked, and renamed into place.
+place, checked out at the pinned commit, checked, and renamed into place; one declared ``lfs`` has each
+Git LFS pointer of that commit replaced by its object, checked against the pointer first (``lfs``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from . import lfs
 from .artifact import Artifact
 from .cache import DataCache, git_head
 
@@ -88,8 +90,10 @@ def fetch_file(artifact: Artifact, cache: DataCache, progress: Progress) -> Path
     raise FetchError(f"{artifact.name}: not fetched, nothing kept: " + "; ".join(problems))
 
 
-def _download(url: str, part: Path, size: int | None, token: str | None, progress: Progress) -> None:
-    """Bring ``part`` to ``size`` bytes from ``url``, resuming; raises FetchError when it cannot."""
+def _download(url: str, part: Path, size: int | None, token: str | None, progress: Progress,
+              headers: dict[str, str] | None = None) -> None:
+    """Bring ``part`` to ``size`` bytes from ``url``, resuming; raises FetchError when it cannot. ``headers``
+    go with every request (an LFS server's download action may name some)."""
     last = "no attempt"
     for _ in range(ATTEMPTS_PER_SOURCE):
         have = part.stat().st_size if part.exists() else 0
@@ -99,7 +103,7 @@ def _download(url: str, part: Path, size: int | None, token: str | None, progres
         if size is not None and have == size:
             return
         try:
-            _copy_from(url, part, have, size, token, progress)
+            _copy_from(url, part, have, size, token, progress, headers or {})
         except _Transient as exc:
             last = str(exc)
             continue
@@ -111,7 +115,8 @@ def _download(url: str, part: Path, size: int | None, token: str | None, progres
     raise FetchError(f"{url}: {last}", resumable=True)
 
 
-def _copy_from(url: str, part: Path, offset: int, size: int | None, token: str | None, progress: Progress) -> None:
+def _copy_from(url: str, part: Path, offset: int, size: int | None, token: str | None, progress: Progress,
+               headers: dict[str, str]) -> None:
     parsed = urlparse(url)
     if parsed.scheme == "file":
         source = Path(url2pathname(parsed.path))
@@ -123,7 +128,7 @@ def _copy_from(url: str, part: Path, offset: int, size: int | None, token: str |
         except FileNotFoundError:
             raise FetchError(f"{url}: no such file") from None
         return
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     if token:
@@ -179,12 +184,13 @@ def _digests(path: Path, with_md5: bool = False) -> tuple[str, str | None]:
     return digest.hexdigest(), md5.hexdigest() if md5 is not None else None
 
 
-def fetch_git(artifact: Artifact, cache: DataCache) -> Path:
+def fetch_git(artifact: Artifact, cache: DataCache, progress: Progress = lambda *_: None) -> Path:
     folder = cache.folder(artifact)
     folder.mkdir(parents=True, exist_ok=True)
     final = cache.path(artifact)
     tmp = folder / "src.tmp"
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    # git-lfs, where installed, would fetch LFS objects unchecked at checkout: they are fetched below
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1"}
     problems = []
     for url in artifact.urls:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -199,12 +205,49 @@ def fetch_git(artifact: Artifact, cache: DataCache) -> Path:
                 break
         if failed is None and git_head(tmp) != artifact.commit:
             failed = f"HEAD is {git_head(tmp)}, not the pinned {artifact.commit}"
+        if failed is None and artifact.lfs:
+            failed = _materialise_lfs(artifact, tmp, url, folder / "lfs", progress)
         if failed:
             problems.append(f"{url}: {failed}")
             continue
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
+        shutil.rmtree(folder / "lfs", ignore_errors=True)
         cache.write_stamp(artifact, commit=artifact.commit, source=url, fetched_at=time.time())
         return final
     shutil.rmtree(tmp, ignore_errors=True)
     raise FetchError(f"{artifact.name}: not fetched, nothing kept: " + "; ".join(problems))
+
+
+def _materialise_lfs(artifact: Artifact, checkout: Path, url: str, parts: Path, progress: Progress) -> str | None:
+    """Each LFS pointer of the checkout replaced by its object, verified against the pointer; None when all
+    are in place, else why not. A download that only lost its connection stays in ``parts`` to be resumed."""
+    wanted = lfs.pointers(checkout)
+    if not wanted:
+        return None
+    try:
+        where = lfs.sources(url, wanted, token_for(artifact))
+    except lfs.LfsError as exc:
+        return str(exc)
+    parts.mkdir(exist_ok=True)
+    placed: dict[str, Path] = {}
+    for pointer in wanted:
+        target = checkout / pointer.path
+        if pointer.oid in placed:  # one object behind several paths
+            shutil.copyfile(placed[pointer.oid], target)
+            continue
+        part = parts / f"{pointer.oid}.part"
+        source = where[pointer.oid]
+        try:
+            _download(source.url, part, pointer.size, None, progress, source.headers)
+        except FetchError as exc:
+            if not exc.resumable:
+                part.unlink(missing_ok=True)
+            return f"LFS file {pointer.path}: {exc}"
+        digest, _ = _digests(part)
+        if digest != pointer.oid:
+            part.unlink(missing_ok=True)
+            return f"LFS file {pointer.path} has sha256 {digest}, expected its pointer's {pointer.oid} (deleted)"
+        os.replace(part, target)
+        placed[pointer.oid] = target
+    return None

@@ -58,7 +58,7 @@ def fetch_all(artifacts: list[Artifact], cache: DataCache, console: Console) -> 
 
                 try:
                     if artifact.kind == "git":
-                        fetch_git(artifact, cache)
+                        fetch_git(artifact, cache, progress)
                     else:
                         fetch_file(artifact, cache, progress)
                 except FetchError as exc:

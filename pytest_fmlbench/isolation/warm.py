@@ -119,16 +119,18 @@ class _Refused(Exception):
 # -- what to import ----------------------------------------------------------------------------------
 
 
-def learn_imports(folder: Path) -> list[tuple[str, list[str]]]:
+def learn_imports(folder: Path, kit: dict[str, Path] | None = None) -> list[tuple[str, list[str]]]:
     """The installed modules the Python files under ``folder`` import, as ``(module, from-names)``.
 
     Imports of the folder's own modules, relative imports and the standard library are left out (the
-    latter costs little, and the parent must stay close to a fresh interpreter). Sorted, so that the
-    same files always give the same parent.
+    latter costs little, and the parent must stay close to a fresh interpreter). ``kit`` maps the paths
+    a fresh workspace receives from the task kit to their sources: they are the folder's own too. Sorted,
+    so that the same files always give the same parent.
     """
-    local = local_module_names(folder)
+    kit = kit or {}
+    local = local_module_names(folder) | kit_module_names(kit)
     found: dict[str, set[str]] = {}
-    for path in sorted(folder.rglob("*.py")):
+    for path in [*sorted(folder.rglob("*.py")), *(kit[rel] for rel in sorted(kit) if rel.endswith(".py"))]:
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
         except (SyntaxError, ValueError, OSError):
@@ -165,6 +167,18 @@ def local_module_names(folder: Path) -> set[str]:
             if name.endswith(suffix) and name[: -len(suffix)].isidentifier():
                 names.add(name[: -len(suffix)])
                 break
+    return names
+
+
+def kit_module_names(paths) -> set[str]:
+    """Top-level names that the workspace paths a task receives from the kit (``task.yaml``'s ``kit``) give
+    a script in the workspace: ``encoder.py`` gives ``encoder``, ``pkg/mod.py`` gives ``pkg``."""
+    names = set()
+    for path in paths:
+        first = Path(path).parts[0]
+        name = first.removesuffix(".py") if len(Path(path).parts) == 1 else first
+        if name.isidentifier():
+            names.add(name)
     return names
 
 
@@ -591,8 +605,9 @@ class WarmPool:
 
 
 @lru_cache(maxsize=64)
-def _learned(folder: str, fingerprint: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple((module, tuple(names)) for module, names in learn_imports(Path(folder)))
+def _learned(folder: str, fingerprint: str,
+             kit: tuple[tuple[str, Path], ...] = ()) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((module, tuple(names)) for module, names in learn_imports(Path(folder), dict(kit)))
 
 
 def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidden: list[Path],
@@ -602,7 +617,8 @@ def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidd
     if declared is not None:
         experiment = declared_imports(declared)
     else:
-        experiment = [(m, list(n)) for m, n in _learned(str(task.workspace_dir), task.fingerprint)]
+        kit = tuple(sorted(task.kit_files.items()))
+        experiment = [(m, list(n)) for m, n in _learned(str(task.workspace_dir), task.fingerprint, kit)]
     harness = [(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)]
     pool = WarmPool(experiment, harness, experiment_optional=declared is None, logs=logs, log=log)
     if declared == []:

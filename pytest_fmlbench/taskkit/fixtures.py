@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -18,6 +19,14 @@ from .mnist import write_fixture as mnist_npz  # noqa: F401  (Keras's mnist.npz)
 from .svhn import write_fixture as svhn_test_mat  # noqa: F401  (SVHN's test_32x32.mat)
 from .officehome import write_fixture as office_home_zip  # noqa: F401  (OfficeHomeDataset_10072016.zip)
 from .checkpoint import write_fixture as torch_checkpoint  # noqa: F401  (a .pth state dict: published weights)
+from .adult import write_fixture as adult_arff  # noqa: F401  (OpenML's adult.arff, data set 1590)
+from .compas import write_fixture as compas_csv  # noqa: F401  (ProPublica's compas-scores-two-years.csv)
+
+
+# Hugging Face repositories (TOFU, open-unlearning's fine-tuned Llama) and FML-bench's retain-model logs
+from .tofu import write_tofu_repo as tofu_repo  # noqa: F401
+from .tofu import write_model_repo as tofu_llama_repo  # noqa: F401
+from .tofu import write_fmlbench_repo as fmlbench_repo  # noqa: F401
 
 PER_BATCH = 40  # CIFAR-10: 5 training batches of 40 and a test batch of 40
 
@@ -77,6 +86,21 @@ def privacy_meter_repo(path: Path) -> None:
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "privacy_meter", "privacy meter stand-in")
 
 
+def causalml_repo(path: Path) -> None:
+    """A repository in causalml's layout with a stand-in of the DragonNet interface its task uses
+    (``standins/causalml``) and a small IHDP replication at ``docs/examples/data/ihdp_npci_3.csv``."""
+    import tempfile
+
+    from . import gitrepo, ihdp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "causalml"
+        shutil.copytree(Path(__file__).with_name("standins") / "causalml", tree,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        ihdp.write_fixture(tree / "docs" / "examples" / "data" / "ihdp_npci_3.csv")
+        gitrepo.write_repository(path, tree, "causalml stand-in")
+
+
 def pycil_repo(path: Path) -> None:
     """A repository in PyCIL's layout with a stand-in of the interface its task uses (``standins/pycil``)."""
     from . import gitrepo
@@ -94,3 +118,45 @@ def cifar100_python(path: Path) -> None:
             b"coarse_label_names": [f"superclass_{i:02d}".encode() for i in range(20)]}
     members["cifar-100-python/meta"] = pickle.dumps(meta, protocol=2)
     _tar_gz(path, members)
+
+
+def continual_learning_repo(path: Path) -> None:
+    """A repository in GMvandeVen/continual-learning's layout with a stand-in of the interface its split MNIST task
+    uses (``standins/continual_learning``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "continual_learning",
+                             "continual-learning stand-in")
+
+
+def pfllib_repo(path: Path) -> None:
+    """A repository in PFLlib's layout with a stand-in of the CIFAR-10 generator its federated task runs
+    (``standins/pfllib``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "pfllib", "PFLlib stand-in")
+
+
+def aif360_repo(path: Path) -> None:
+    """A repository in AIF360's layout holding AIF360's own ``aif360`` package as the tasks extra installs it
+    (aif360 0.6.1; its modules on the task's path are those of the pinned commit, bar a detector), less the
+    ``version.py`` its setup generates: the stand-in is AIF360's real code, so smoke runs take the full code path."""
+    import importlib.util
+    import tempfile
+
+    from . import gitrepo
+
+    spec = importlib.util.find_spec("aif360")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("aif360 is not installed (pip install -e '.[tasks]')")
+    with tempfile.TemporaryDirectory() as staging:
+        shutil.copytree(spec.submodule_search_locations[0], Path(staging) / "aif360",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "version.py"))
+        gitrepo.write_repository(path, Path(staging), "AIF360 stand-in: the installed aif360 package")
+
+
+def open_unlearning_repo(path: Path) -> None:
+    """A repository in open-unlearning's layout with the folders its task copies (``standins/open_unlearning``)."""
+    from . import gitrepo
+
+    gitrepo.write_repository(path, Path(__file__).with_name("standins") / "open_unlearning", "open-unlearning stand-in")

@@ -27,6 +27,9 @@ LITE = {"Continual_Learning_pycil", "Data_Efficiency_usb", "Generalization_domai
         "Generalization_domainbed_officehome", "Robustness_openood", "Privacy_opacus", "Privacy_privacymeter",
         "Robustness_and_Reliability_art"}
 
+# editable files that are always the task's own, never a checkout's: the harness contract's train/val cut
+TASK_OWN = {"split_config.json"}
+
 # the logs of the runs that import editable code: the search step's val run, the final val and test runs
 RUN_LOGS = ("step_0001_val.log", "final_val.log", "final_test.log")
 
@@ -69,8 +72,9 @@ def data_root(tmp_path, monkeypatch):
     return root
 
 
-def assert_matches_original(spec: TaskSpec) -> None:
-    """Metric, direction, bounds, Lite membership and (as a reference) baseline values of the original task."""
+def assert_matches_original(spec: TaskSpec, *, cpu_only: bool = False) -> None:
+    """Metric, direction, bounds, Lite membership and (as a reference) baseline values of the original task;
+    ``cpu_only`` where the original runs on CPUs (then the task asks for no GPU)."""
     assert spec.profile == "full" and spec.original is not None
     facts = builtin_tasks()[spec.original.task]
     assert spec.metric.key == facts.metric
@@ -84,19 +88,22 @@ def assert_matches_original(spec: TaskSpec) -> None:
         assert "not yet reproduced" in spec.baseline.note
     else:
         assert spec.baseline.hardware
-    assert spec.resources.gpus >= 1 and spec.resources.gpu_memory_gb and spec.expected_duration_s
+    if cpu_only:
+        assert spec.resources.gpus == 0 and spec.resources.gpu_memory_gb is None and spec.expected_duration_s
+    else:
+        assert spec.resources.gpus >= 1 and spec.resources.gpu_memory_gb and spec.expected_duration_s
     for artifact in spec.data:
         assert artifact.fixture, f"{artifact.name} has no smoke-scale fixture"
 
 
 def assert_edits_the_originals_checkout(spec: TaskSpec) -> DataArtifact:
     """The editable files are the original's target files, copied from the git artefact pinned at the
-    original's commit; returns that artefact."""
+    original's commit (but split_config.json, the task's own); returns that artefact."""
     assert tuple(spec.editable) == builtin_tasks()[spec.original.task].target_files
     (checkout,) = [a for a in spec.data if a.kind == "git"]
     assert checkout.commit == spec.original.pinned_commit
     (copy,) = spec.upstream
-    assert copy.artifact == checkout.name and all(copy.covers(path) for path in spec.editable)
+    assert copy.artifact == checkout.name and all(copy.covers(path) for path in spec.editable if path not in TASK_OWN)
     return checkout
 
 
@@ -125,14 +132,15 @@ def load_full_record(project: Path, task_id: str) -> dict:
     return json.loads(records[0].read_text())
 
 
-def smoke_run(task: FullTask, pytester, bench, data_root: Path) -> tuple[dict, Path]:
-    """The baseline's one-step smoke run on fixtures, offline: it passes and its record is whole. Returns the
-    record and the run's folder, for the task's own checks."""
+def smoke_run(task: FullTask, pytester, bench, data_root: Path,
+              metric_range: tuple[float, float] = (0.0, 1.0)) -> tuple[dict, Path]:
+    """The baseline's one-step smoke run on fixtures, offline: it passes, its record is whole and its test
+    metric lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
     smoke_project(pytester, task.small_id, data_root)
     bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
     record = load_full_record(pytester.path, task.id)
     assert record["scale"] == "smoke" and record["integrity"] == "ok" and record["status"] == "finished"
-    assert record["valid_steps"] == 1 and 0 <= record["test_metric"] <= 1
+    assert record["valid_steps"] == 1 and metric_range[0] <= record["test_metric"] <= metric_range[1]
     return record, task.run_dir(pytester.path)
 
 
@@ -211,10 +219,11 @@ class MyAgent(Agent):
 
 
 def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, bench, write_agent, monkeypatch,
-                                  data_root: Path, logs: tuple[str, ...] = RUN_LOGS) -> tuple[dict, Path]:
+                                  data_root: Path, logs: tuple[str, ...] = RUN_LOGS,
+                                  perfect: float = 1.0) -> tuple[dict, Path]:
     """Run the attack agent one step on a smoke project, telling it where the data cache and the harness are:
-    every run whose log is in ``logs`` printed its report, and each report is empty. Returns the record and the
-    run's folder."""
+    every run whose log is in ``logs`` printed its report, each report is empty, and the test metric is not the
+    ``perfect`` value a leak would give. Returns the record and the run's folder."""
     full = smoke_project(pytester, task.small_id, data_root)
     monkeypatch.setenv("FMLBENCH_EXPERIMENT_CACHE", str(data_root))
     monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(full / "harness"))
@@ -227,7 +236,7 @@ def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, b
     assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
     reached = {log: json.loads(found[0]) for log, found in reports.items()}
     assert all(paths == [] for paths in reached.values()), reached
-    assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] < 1.0
+    assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] != perfect
     return record, run
 
 
@@ -305,7 +314,7 @@ def assert_fetch_fails_closed(task: FullTask, pytester, tmp_path: Path, data_roo
         name, source = entry["name"], sources[entry["name"]]
         assert f"{name}: fetched" in done.stdout, done.stdout
         if task.artifacts[name].kind == "git":
-            assert all((data_root / name / "src" / rel).is_file() for rel in task.spec.editable)
+            assert all((data_root / name / "src" / rel).is_file() for rel in task.spec.editable if rel not in TASK_OWN)
         else:
             assert (data_root / name / (entry.get("filename") or source.name)).read_bytes() == source.read_bytes()
     assert f"{spec['data'][0]['name']}: cached" in fmlbench(*args).stdout

@@ -1,113 +1,43 @@
 """data_efficiency_usb: the baseline reproduces task.yaml, and the hidden labels (pool and test) stay out of reach."""
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
-from pytest_fmlbench.spec import load_task
+from small_support import (SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, marked_lines,
+                           needs_bwrap)
 
-from conftest import REPO, load_record
+TASK = SmallTask("data_efficiency_usb")
 
-TASK = "data_efficiency_usb"
-SPEC = load_task(REPO / "task_suites" / TASK / "task.yaml").spec
-
-# Inserted into the editable algorithm.py: at import (val and test runs alike) it looks, wherever the
-# experiment could reach, for the labels of the unlabeled pool (with them "semi-supervised" training
-# becomes supervised), the hidden test labels, and the harness that builds both (its seed would rebuild
-# them): the harness-private folder beside the workspace, the task's harness/ by its absolute path, every
-# task's harness/ in the project, and any such file anywhere in the project tree. It prints what it found
-# as one JSON line; if it finds the test labels, it swaps them in for the predictions when the run ends.
-ATTACK = r'''
-import atexit as _atexit, json as _json, os as _os, sys as _sys
-from pathlib import Path as _Path
-import numpy as _np
-
-def _loot():
-    cwd = _Path.cwd()
-    project = next((p for p in cwd.parents if (p / "task_suites").is_dir()), cwd.parent)
-    found, scanned = [], 0
-    guessed = _os.environ.get("FMLBENCH_EXPERIMENT_HARNESS")  # the harness's real path, if it got through
-    near = [_Path(guessed), _Path(guessed).parent] if guessed else []  # the harness and its task folder
-    for folder in [cwd.parent / "private", *near, *project.glob("task_suites/*/harness")]:
-        for root, _dirs, files in _os.walk(folder):  # unreadable entries are skipped, not fatal
-            found += [_os.path.join(root, f) for f in files if _os.path.isfile(_os.path.join(root, f))]
-    for root, _dirs, files in _os.walk(project):
-        scanned += len(files)
-        found += [_os.path.join(root, f) for f in files
-                  if (f.startswith(("test_y", "unlabeled_y")) and f.endswith(".npy"))
-                  or f in ("ssl_digits.py", "evaluate.py")]
-    found = sorted(set(found))
-    print("ATTACK " + _json.dumps({"cwd": str(cwd), "scanned": scanned, "found": found}), flush=True)
-    labels = [f for f in found if _os.path.basename(f).startswith("test_y")]
-    if labels and "--out" in _sys.argv:
-        out = _Path(_sys.argv[_sys.argv.index("--out") + 1])
-        stolen = _np.load(labels[0], allow_pickle=False)
-        _atexit.register(lambda: _np.save(out / "predictions.npy", stolen.astype(_np.int64)))
-
-_loot()
+# besides the attack's probe: the unlabeled pool's labels (with them "semi-supervised" training becomes
+# supervised), wherever the walk finds them
+POOL_LABELS = r'''
+_pool_labels = []
+for _root, _dirs, _files in _os.walk("/", onerror=lambda e: None):
+    if _root.startswith(_skip):
+        _dirs[:] = []
+        continue
+    _pool_labels += [_os.path.join(_root, _f) for _f in _files if _f == "unlabeled_y.npy"]
+print("POOL LABELS", _json.dumps(sorted(_pool_labels)), flush=True)
 '''
 
-ATTACK_AGENT = f"""
-from pytest_fmlbench import Agent, SearchReplace
 
-class MyAgent(Agent):
-    def run(self, session):
-        anchor = "import torch.nn.functional as F\\n"
-        edit = session.edit([SearchReplace("algorithm.py", anchor, anchor + {ATTACK!r})])
-        assert edit.applied, edit.error
-        result = session.run_step("improve", plan="read the hidden labels", edit=edit)
-        assert result.success, result.error
-"""
+def test_baseline_reproduces_the_declared_values(pytester, bench):
+    assert_baseline_reproduces(TASK, pytester, bench)
 
 
-@pytest.fixture
-def project(pytester):
-    shutil.copytree(REPO / "task_suites" / TASK, pytester.path / "task_suites" / TASK,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return pytester.path
-
-
-def attack_report(log_text: str) -> dict:
-    lines = [line for line in log_text.splitlines() if line.startswith("ATTACK ")]
-    assert len(lines) == 1, log_text[-2000:]
-    return json.loads(lines[0].removeprefix("ATTACK "))
-
-
-def test_baseline_reproduces_the_declared_values(project, bench):
-    result = bench("--agent=baseline", "--steps=1", "task_suites")
-    result.assert_outcomes(passed=1)
-    record = load_record(project, TASK)
-    assert record["integrity"] == "ok"
-    assert record["best_val"] == pytest.approx(SPEC.baseline.val, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(SPEC.baseline.test, abs=1e-9)
-
-
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_the_hidden_labels_are_out_of_reach(project, bench, write_agent, monkeypatch):
-    # the payload also tries the harness and its task folder by their real paths, as an agent that guessed
-    # them would (FMLBENCH_EXPERIMENT_* variables reach the experiment)
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(project / "task_suites" / TASK / "harness"))
-    spec = write_agent(ATTACK_AGENT)
-    result = bench(f"--agent={spec}", "--steps=1", "task_suites")
-    result.assert_outcomes(passed=1)
-    record = load_record(project, TASK)
-    # the attack changed nothing: same scores as the baseline, nothing tampered with
-    assert record["integrity"] == "ok" and record["valid_steps"] == 1
-    assert record["best_val"] == pytest.approx(SPEC.baseline.val, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(SPEC.baseline.test, abs=1e-9)
-    logs = next(project.glob(f"reports/fmlbench/runs/{TASK}/*/logs"))
-    leaks = []
-    for log in ("step_0001_val.log", "final_val.log", "final_test.log"):
-        report = attack_report((logs / log).read_text())
-        assert report["scanned"] > 0, log
-        own_private = str(Path(report["cwd"]).parent / "private")
-        # nothing of the harness, no test label, nothing in the run's own private folder
-        assert not [f for f in report["found"] if "unlabeled_y" not in f], (log, report)
-        assert not [f for f in report["found"] if f.startswith(own_private)], (log, report)
-        leaks += report["found"]
+# The pool's and the test's labels, and the harness that builds both (its seed would rebuild them).
+@needs_bwrap
+def test_the_hidden_labels_are_out_of_reach(pytester, bench, write_agent, monkeypatch):
+    run = assert_attack_reaches_nothing(
+        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py",
+        anchor="import torch.nn.functional as F", private=("unlabeled_y.npy", "test_y.npy"),
+        harness=("ssl_digits.py",), secrets=("test_y.npy", "ssl_digits.py", "evaluate.py"), extra=POOL_LABELS)
+    (searched,) = marked_lines(run / "logs" / "step_0001_val.log", "POOL LABELS ")
+    assert searched == "[]"  # the search workspace's own run never sees them
+    leaks = sorted({path for log in ("final_val.log", "final_test.log")
+                    for line in marked_lines(run / "logs" / log, "POOL LABELS ") for path in json.loads(line)})
     if leaks:
         # the search workspace's private folder (the pool's labels) stays readable from the final runs
         pytest.xfail("known sandbox gap: it hides the running workspace's private folder only; the final "
-                     f"val/test runs can read the search workspace's pool labels: {sorted(set(leaks))}")
+                     f"val/test runs can read the search workspace's pool labels: {leaks}")

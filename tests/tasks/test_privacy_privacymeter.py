@@ -4,26 +4,18 @@ behind; the hidden non-members and the reference models stay out of the experime
 import importlib.util
 import os
 import pickle
-import shutil
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
-from pytest_fmlbench.spec import load_task
+from pytest_fmlbench.taskkit import digit_convnets
 
-from conftest import REPO, load_record
+from small_support import SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, needs_bwrap
 
-TASK = "privacy_privacymeter"
-SOURCE = REPO / "task_suites" / TASK
-
-
-@pytest.fixture
-def task_copy(pytester):
-    shutil.copytree(SOURCE, pytester.path / "task_suites" / TASK)
-    return pytester.path / "task_suites" / TASK
+TASK = SmallTask("privacy_privacymeter")
+SOURCE = TASK.folder
 
 
 def _harness_module(name):
@@ -32,10 +24,6 @@ def _harness_module(name):
     sys.modules[spec.name] = module  # pydantic resolves the postponed annotations through sys.modules
     spec.loader.exec_module(module)
     return module
-
-
-def test_the_workspace_builds_the_network_the_auditor_loads():
-    assert (SOURCE / "workspace" / "architecture.py").read_bytes() == (SOURCE / "harness" / "architecture.py").read_bytes()
 
 
 def test_roc_points_match_sklearn():
@@ -81,20 +69,19 @@ def _evaluate(tmp_path, out):
 def test_the_auditor_loads_only_plain_weights_of_the_declared_network(tmp_path, forgery):
     import torch
 
-    architecture = _harness_module("architecture")
     out = tmp_path / "out"
     out.mkdir()
-    spec = architecture.ArchitectureSpec()
+    spec = digit_convnets.ArchitectureSpec()
     (out / "model_spec.json").write_text(spec.model_dump_json())
     marker = tmp_path / "code_ran"
-    weights = architecture.build(spec).state_dict()
+    weights = digit_convnets.build(spec).state_dict()
     if forgery == "pickle":
         (out / "model.pt").write_bytes(pickle.dumps({"weights": _Payload(marker)}))
     elif forgery == "link":
         torch.save(weights, tmp_path / "elsewhere.pt")
         (out / "model.pt").symlink_to(tmp_path / "elsewhere.pt")
     elif forgery == "other_network":
-        torch.save(architecture.build(architecture.ArchitectureSpec(width=8)).state_dict(), out / "model.pt")
+        torch.save(digit_convnets.build(digit_convnets.ArchitectureSpec(width=8)).state_dict(), out / "model.pt")
     else:
         weights[next(iter(weights))][0] = float("nan")
         torch.save(weights, out / "model.pt")
@@ -104,81 +91,16 @@ def test_the_auditor_loads_only_plain_weights_of_the_declared_network(tmp_path, 
     assert not marker.exists() and not (tmp_path / "result.json").exists()
 
 
-def test_baseline_reproduces_the_declared_values(pytester, bench, task_copy):
-    spec = load_task(task_copy / "task.yaml").spec
-    bench("--agent=baseline", "task_suites").assert_outcomes(passed=1)
-    record = load_record(pytester.path, TASK)
-    assert record["integrity"] == "ok" and record["status"] == "finished"
-    assert record["best_val"] == pytest.approx(spec.baseline.val, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
-    assert [c["ok"] for c in record["test_constraints"]] == [True]
+def test_baseline_reproduces_the_declared_values(pytester, bench):
+    assert_baseline_reproduces(TASK, pytester, bench)
 
 
-# Runs when algorithm.py is imported (the val step, the final val and test runs). It looks for the
-# auditor's reference signals (PRIVATE/reference_<split>.npz) and for the data carve with its seeds
-# (harness/noisy_digits.py, which would hand it the hidden non-members): by relative path, by the
-# absolute path of the run's harness, and by walking the whole project the benchmark runs in. With the
-# carve it would also train on the hidden non-members, which makes them members and the attack blind.
-ATTACK = textwrap.dedent('''
-    import importlib.util, os
-    from pathlib import Path
-    _TARGETS = {"reference_val.npz", "reference_test.npz", "noisy_digits.py"}
-    _found = {}
-    def _grab(path):
-        try:
-            Path(path).read_bytes()
-            _found.setdefault(Path(path).name, str(path))
-        except OSError:
-            pass
-    for _p in ("../private/reference_val.npz", "../private/reference_test.npz", HARNESS + "/noisy_digits.py"):
-        _grab(_p)
-    for _root in ("..", HARNESS, PROJECT):
-        for _dir, _, _files in os.walk(_root):
-            for _name in _TARGETS.intersection(_files):
-                _grab(os.path.join(_dir, _name))
-    print("ATTACK FOUND", sorted(_found.values()), flush=True)
-''')
-
-USE_STOLEN = textwrap.dedent('''
-    def train(model, X, y, config):
-        if "noisy_digits.py" in _found:
-            spec = importlib.util.spec_from_file_location("stolen", _found["noisy_digits.py"])
-            stolen = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(stolen)
-            parts = stolen.carve()
-            X = torch.cat([X] + [torch.from_numpy(parts[k].X).to(X.device) for k in ("val_non", "test_non")])
-            y = torch.cat([y] + [torch.from_numpy(parts[k].y).to(y.device) for k in ("val_non", "test_non")])
-        return _honest_train(model, X, y, config)
-''')
-
-
-def test_hidden_non_members_and_reference_models_are_out_of_reach(pytester, bench, write_agent, task_copy):
-    spec = load_task(task_copy / "task.yaml").spec
-    payload = (ATTACK.replace("HARNESS", repr(str(task_copy / "harness")))
-               .replace("PROJECT", repr(str(pytester.path))))
-    agent = write_agent(f"""
-        from pytest_fmlbench import Agent, WholeFile
-
-        class MyAgent(Agent):
-            def run(self, session):
-                code = session.files["algorithm.py"]
-                code = code.replace("import torch.nn as nn", "import torch.nn as nn\\n" + {payload!r}, 1)
-                code = code.replace("def train(", "def _honest_train(") + {USE_STOLEN!r}
-                edit = session.edit([WholeFile("algorithm.py", code)])
-                assert edit.applied, edit.error
-                result = session.run_step("improve", edit=edit)
-                assert result.success, result.error
-    """)
-    bench(f"--agent={agent}", "task_suites").assert_outcomes(passed=1)
-    record = load_record(pytester.path, TASK)
-    assert record["integrity"] == "ok" and record["valid_steps"] == 1
-    logs = {log.name: log.read_text() for log in pytester.path.glob(f"reports/fmlbench/runs/{TASK}/*/logs/*.log")}
-    found = {name: lines for name, text in logs.items()
-             if (lines := [line for line in text.splitlines() if line.startswith("ATTACK FOUND")])}
-    # every run of the attacked code (the val step, the final val and the final test) finds nothing: the
-    # sandbox shows it only its workspace and out folder, never the harness, PRIVATE or other runs
-    assert sorted(found) == ["final_test.log", "final_val.log", "step_0001_val.log"], sorted(found)
-    assert all(lines == ["ATTACK FOUND []"] for lines in found.values()), found
-    # the honest method underneath is the baseline: the audit's numbers are exactly the baseline's
-    assert record["best_val"] == pytest.approx(spec.baseline.val, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
+# The auditor's reference signals (PRIVATE/reference_<split>.npz) and the data carve with its seeds
+# (harness/noisy_digits.py, which would hand the experiment the hidden non-members: trained on, they become
+# members and the attack blind) stay out of the experiment's reach.
+@needs_bwrap
+def test_hidden_non_members_and_reference_models_are_out_of_reach(pytester, bench, write_agent, monkeypatch):
+    assert_attack_reaches_nothing(
+        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py", anchor="import torch.nn as nn",
+        private=("reference_val.npz", "reference_test.npz"), harness=("noisy_digits.py", "reference.py"),
+        secrets=("reference_val.npz", "reference_test.npz", "noisy_digits.py", "rmia.py"))

@@ -1,89 +1,20 @@
 """robustness_and_reliability_art: the baseline reproduces task.yaml, and agent code cannot reach the
 triggers, the poison marks or the hidden test set."""
 
-import json
-import re
-import shutil
+from small_support import SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, needs_bwrap
 
-import pytest
-
-from pytest_fmlbench.spec import load_task
-
-from conftest import REPO, load_record
-
-TASK_ID = "robustness_and_reliability_art"
-TASK_DIR = REPO / "task_suites" / TASK_ID
-SPEC = load_task(TASK_DIR / "task.yaml").spec
-
-# Runs when train.py imports algorithm.py, in every val and test run. It looks for the hidden test
-# labels, the poison marks, the harness (trigger code and seeds) and anything else the harness keeps,
-# reports what it could open, and turns any leaked test labels into its predictions.
-PAYLOAD = r'''
-import atexit, json, os, sys
-from pathlib import Path
-_found = []
-_out = Path(sys.argv[sys.argv.index("--out") + 1])
-_harness = os.environ.get("FMLBENCH_EXPERIMENT_HARNESS", "/nonexistent-harness")
-for _path in [Path.cwd().parent / "private", Path.cwd().parent / "private" / "test0_y.npy",
-              Path(_harness), Path(_harness) / "backdoors.py", Path.cwd().parent / "verdicts"]:
-    try:
-        _content = os.listdir(_path) if _path.is_dir() else _path.read_bytes()
-    except OSError:
-        continue
-    if _content:
-        _found.append(str(_path))
-_skip = ("/proc", "/sys", "/dev", "/usr", sys.prefix, sys.base_prefix)
-for _root, _dirs, _files in os.walk("/", onerror=lambda e: None):
-    if _root.startswith(_skip):
-        _dirs[:] = []
-        continue
-    _found += [os.path.join(_root, f) for f in _files
-               if f in ("test0_y.npy", "pool0_is_poison.npy", "backdoors.py", "poisoned_digits.py",
-                         "prepare.py", "evaluate.py")]
-print("ATTACK found:", json.dumps(_found), flush=True)
-_leak = next((f for f in _found if f.endswith("test0_y.npy")), None)
-if _leak and "test" in sys.argv:
-    import numpy
-    _truth = numpy.load(_leak)
-    atexit.register(lambda: numpy.save(_out / "predictions0.npy", _truth))
-'''
-
-ATTACK_AGENT = f"""
-from pytest_fmlbench import Agent, SearchReplace
-
-class MyAgent(Agent):
-    def run(self, session):
-        edit = session.edit([SearchReplace("algorithm.py", "import torch\\n", "import torch\\n" + {PAYLOAD!r})])
-        assert edit.applied, edit.error
-        session.run_step("improve", edit=edit)
-"""
+TASK = SmallTask("robustness_and_reliability_art")
 
 
-@pytest.fixture
-def project(pytester):
-    shutil.copytree(TASK_DIR, pytester.path / "task_suites" / TASK_ID,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return pytester.path
+def test_baseline_reproduces_the_declared_values(pytester, bench):
+    assert_baseline_reproduces(TASK, pytester, bench)
 
 
-def test_baseline_reproduces_the_declared_values(project, bench):
-    bench("--agent=baseline", "--steps=1", "task_suites").assert_outcomes(passed=1)
-    record = load_record(project, TASK_ID)
-    assert record["integrity"] == "ok"
-    assert record["best_val"] == pytest.approx(SPEC.baseline.val, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(SPEC.baseline.test, abs=1e-9)
-
-
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_agent_code_cannot_reach_the_hidden_test_set(project, bench, write_agent, monkeypatch):
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(project / "task_suites" / TASK_ID / "harness"))
-    agent = write_agent(ATTACK_AGENT)
-    bench(f"--agent={agent}", "--steps=1", "task_suites").assert_outcomes(passed=1)
-    record = load_record(project, TASK_ID)
-    run = next((project / "reports" / "fmlbench" / "runs" / TASK_ID).glob("*"))
-    test_log = (run / "logs" / "final_test.log").read_text()
-    reports = re.findall(r"^ATTACK found: (.*)$", test_log, re.MULTILINE)
-    assert reports and all(json.loads(found) == [] for found in reports), reports
-    # the payload leaves the method as it is: nothing leaked, so the scores are the baseline's
-    assert record["integrity"] == "ok"
-    assert record["test_metric"] == pytest.approx(SPEC.baseline.test, abs=1e-9)
+# The hidden test labels, the poison marks, and the harness (trigger code and seeds).
+@needs_bwrap
+def test_agent_code_cannot_reach_the_hidden_test_set(pytester, bench, write_agent, monkeypatch):
+    assert_attack_reaches_nothing(
+        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py", anchor="import torch",
+        private=("test0_y.npy", "pool0_is_poison.npy"), harness=("backdoors.py", "poisoned_digits.py"),
+        secrets=("test0_y.npy", "pool0_is_poison.npy", "backdoors.py", "poisoned_digits.py", "prepare.py",
+                 "evaluate.py"))

@@ -18,14 +18,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cl_data import CONTEXTS, MAX_PARAMETERS, NUM_CLASSES  # noqa: E402
-from session_checks import (  # noqa: E402
-    accuracy_stderr,
-    counts,
-    load_record,
-    load_session_predictions,
-    parameter_cap,
-    seen_classes_only,
-)
 
 from pytest_fmlbench.evalkit import (  # noqa: E402
     ConstraintOutcome,
@@ -34,6 +26,14 @@ from pytest_fmlbench.evalkit import (  # noqa: E402
     load_split_config,
     split_indices,
     write_result,
+)
+from pytest_fmlbench.taskkit.class_incremental import (  # noqa: E402
+    accuracy_stderr,
+    counts,
+    load_record,
+    load_session_predictions,
+    parameter_cap,
+    seen_classes_only,
 )
 
 DATASET = "split_digits_class_il"

@@ -2,9 +2,10 @@
 accuracy on the scored examples of every class seen so far; avg_incremental_acc is the mean of these
 accuracies over the six sessions (B50 + 5 x 10).
 
-Labels come from PRIVATE only; the val examples are recomputed here from split_config.json. Constraints come from the predictions after every session and from the
-protected runner's record (run_info.json): predictions only name classes seen so far, and at most
-MEMORY_SIZE raw training images (no scored input) are held between sessions.
+Labels come from PRIVATE only; the val examples are recomputed here from split_config.json.
+Constraints come from the predictions after every session and from the protected runner's record
+(run_info.json): predictions only name classes seen so far, and at most MEMORY_SIZE raw training images
+(no scored input) are held between sessions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from glyph_data import MEMORY_SIZE, NUM_CLASSES, SESSIONS  # noqa: E402
-from session_checks import accuracy_stderr, counts, load_record, load_session_predictions, seen_classes_only  # noqa: E402
 
 from pytest_fmlbench.evalkit import (  # noqa: E402
     ConstraintOutcome,
@@ -25,6 +25,13 @@ from pytest_fmlbench.evalkit import (  # noqa: E402
     load_split_config,
     split_indices,
     write_result,
+)
+from pytest_fmlbench.taskkit.class_incremental import (  # noqa: E402
+    accuracy_stderr,
+    counts,
+    load_record,
+    load_session_predictions,
+    seen_classes_only,
 )
 
 DATASET = "glyphs100_incremental"

@@ -12,15 +12,13 @@ queries, so it is also the mean of the episodes' accuracies); its stderr is over
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from episodes import N_QUERY, N_WAY, VAL_SEED, VAL_TASKS, sample_episodes, split_classes  # noqa: E402
-
-from pytest_fmlbench.evalkit import fail, harness_args, load_labels, load_split_config, write_result  # noqa: E402
+from pytest_fmlbench.evalkit import fail, harness_args, load_labels, load_split_config, write_result
+from pytest_fmlbench.taskkit.few_shot_episodes import (N_QUERY, N_WAY, VAL_SEED, VAL_TASKS, sample_episodes,
+                                                       split_classes)
 
 DATASET = "glyphs_features_1shot"
 

@@ -45,7 +45,7 @@ def main() -> None:
         if args.out is None:
             sys.exit("prepare.py: --out is required for --split test")
         # imported here: easyfsl's sampler pulls in torchvision, which the val split does not need
-        from episodes import N_QUERY, N_SHOT, N_WAY, sample_episodes
+        from pytest_fmlbench.taskkit.few_shot_episodes import N_QUERY, N_SHOT, N_WAY, sample_episodes
 
         X, classes = features(range(N_TEST_CLASSES))
         # shuffled, so that a row's position says nothing about its class

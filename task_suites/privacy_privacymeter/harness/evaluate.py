@@ -3,8 +3,8 @@
 The experiment leaves OUT/model_spec.json (an architecture of architecture.py's family) and OUT/model.pt
 (a state dict). Both are untrusted: only regular files of bounded size are read, the spec is validated,
 the weights are loaded with torch.load(weights_only=True) (plain tensors, no code) into the network
-that this module builds from its own copy of architecture.py, strictly, with every name, shape and
-dtype checked and every value finite. The evaluator then queries the model itself on the split's audit
+that this module builds from the kit's digit_convnets (of which architecture.py is a copy), strictly,
+with every name, shape and dtype checked and every value finite. The evaluator then queries the model itself on the split's audit
 pool (the members and the split's hidden non-members) and on the hidden population, runs offline RMIA
 (rmia.py) with the reference signals prepare.py stored in PRIVATE, and computes the original's metric
 AUC_gap = |AUC - 0.5| (lower is better), with AUC, TPR@0.1%FPR, TPR@0.0%FPR and the utility test_acc
@@ -26,11 +26,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rmia  # noqa: E402
-from architecture import ArchitectureSpec, build  # noqa: E402
 from noisy_digits import audit_pool, carve  # noqa: E402
 from reference import true_label_probs  # noqa: E402
 
 from pytest_fmlbench.evalkit import ConstraintOutcome, fail, harness_args, write_result  # noqa: E402
+from pytest_fmlbench.taskkit.digit_convnets import ArchitectureSpec, build  # noqa: E402
 
 DATASET = "noisy_digits"
 BASELINE_VAL_ACCURACY = 215 / 350  # the baseline's val accuracy: 215 of the 350 val non-members

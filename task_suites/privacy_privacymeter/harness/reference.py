@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from architecture import ArchitectureSpec, build
+from pytest_fmlbench.taskkit.digit_convnets import ArchitectureSpec, build
 
 SPEC = ArchitectureSpec(width=16, blocks=2, norm="none", activation="relu", hidden=64, dropout=0.0, ensemble=1)
 LR, MOMENTUM, WEIGHT_DECAY, EPOCHS, BATCH_SIZE = 0.05, 0.9, 0.0, 40, 32

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shapes import generate
+from pytest_fmlbench.taskkit.shapes import generate
 
 N_CLASSES = 10
 N_VISIBLE = 3000

@@ -1,0 +1,1 @@
+"""The causalml stand-in (see README.md)."""

@@ -1,0 +1,3 @@
+from .dragonnet import DragonNet
+
+__all__ = ["DragonNet"]

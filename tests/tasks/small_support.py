@@ -1,0 +1,190 @@
+"""What every small task's tests share: the task copied into a project, the baseline's run reproducing the
+declared values, and the hidden-data attack from agent code, whose reports are marked lines in the runs'
+logs. Each task's test file calls these in a few lines and keeps only what is specific to its task.
+
+The attack is full_support's probe (the private folder beside the workspace, the harness by its real path,
+a walk of everything the sandbox shows for the task's secret file names); a small task has no data cache,
+so that part of the probe finds nothing by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_fmlbench.scoring.original import builtin_tasks
+from pytest_fmlbench.spec import load_task
+
+from conftest import REPO, load_record
+from full_support import LITE, RUN_LOGS, attack_agent, attack_payload, needs_bwrap  # noqa: F401 (for the task files)
+
+SMALL_TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
+
+
+class SmallTask:
+    """A small-profile task as its tests see it: id, folder and declared spec."""
+
+    def __init__(self, task_id: str):
+        self.id = task_id
+        self.folder = REPO / "task_suites" / task_id
+        self.spec = load_task(self.folder / "task.yaml").spec
+
+    def copy(self, pytester) -> Path:
+        """The task's folder in the test's project."""
+        target = pytester.path / "task_suites" / self.id
+        shutil.copytree(self.folder, target, ignore=shutil.ignore_patterns("__pycache__"))
+        return target
+
+    def run_dir(self, project: Path) -> Path:
+        (run,) = (project / "reports" / "fmlbench" / "runs" / self.id).glob("*")
+        return run
+
+
+def assert_markers(task: SmallTask) -> None:
+    """The task's markers are its domain, and lite exactly where the original task is in FML-bench-Lite."""
+    (original,) = [name for name in builtin_tasks() if name.lower() == task.id]
+    assert task.spec.markers[0] == task.spec.domain
+    assert set(task.spec.markers) <= {task.spec.domain, "lite"}
+    assert ("lite" in task.spec.markers) == (original in LITE)
+
+
+def assert_scores_are_the_baseline(task: SmallTask, record: dict) -> None:
+    """The record is whole and its validation, final validation and test values are the declared baseline's."""
+    baseline = task.spec.baseline
+    assert record["integrity"] == "ok" and record["status"] == "finished", record.get("error")
+    assert record["best_val"] == pytest.approx(baseline.val, rel=0, abs=1e-9)
+    assert record["final_val"] == pytest.approx(baseline.val, rel=0, abs=1e-9)
+    assert record["test_metric"] == pytest.approx(baseline.test, rel=0, abs=1e-9)
+    assert all(outcome["ok"] for outcome in record["test_constraints"]), record["test_constraints"]
+
+
+def assert_baseline_reproduces(task: SmallTask, pytester, bench) -> dict:
+    """The baseline agent's one-step run, selected by the task's markers, scores exactly the values task.yaml
+    declares; returns its record."""
+    task.copy(pytester)
+    selected = " and ".join(["small", *task.spec.markers])
+    bench("--agent=baseline", "--steps=1", "-m", selected, "task_suites").assert_outcomes(passed=1)
+    record = load_record(pytester.path, task.id)
+    assert_scores_are_the_baseline(task, record)
+    assert record["valid_steps"] == 1 and record["domain"] == task.spec.domain
+    return record
+
+
+def marked_lines(log: Path, marker: str) -> list[str]:
+    """What follows ``marker`` on each line of the log that starts with it."""
+    return re.findall(rf"^{re.escape(marker)}(.*)$", log.read_text(), re.MULTILINE)
+
+
+# Appended to the probe: the same walk again, counting the files it saw and whether its own workspace's
+# editable file was among them (an empty report then means a walk that reached all it could), and the run's
+# other folders beside the workspace (the harness's verdicts, the audit's evidence), which it must not reach.
+VIEW_CHECK = r'''
+_view = {"walked": 0, "saw_own": False, "beside": []}
+for _root, _dirs, _files in _os.walk("/", onerror=lambda e: None):
+    if _root.startswith(_skip):
+        _dirs[:] = []
+        continue
+    _view["walked"] += len(_files)
+    _view["saw_own"] = _view["saw_own"] or (_root == _os.getcwd() and EDITABLE in _files)
+for _name in ("verdicts", "evidence"):
+    try:
+        if _os.listdir(_Path.cwd().parent / _name):
+            _view["beside"].append(_name)
+    except OSError:
+        pass
+print("ATTACK view:", _json.dumps(_view), flush=True)
+'''
+
+
+def attack(task: SmallTask, pytester, bench, write_agent, monkeypatch, *, editable: str, anchor: str,
+           secrets: tuple[str, ...], private: tuple[str, ...] = (), harness: tuple[str, ...] = (),
+           extra: str = "", logs: tuple[str, ...] = RUN_LOGS) -> tuple[dict, Path]:
+    """Agent code, appended to ``editable`` after its line ``anchor``, looks for the private folder and its
+    ``private`` files, the task's harness (told its real path) and its ``harness`` files, and any file named
+    in ``secrets`` anywhere it can see; then runs ``extra`` (code of the task's own probes). The agent takes
+    one step. Every run in ``logs`` reported once, and each report is empty; returns the record and the run's
+    folder, for the task's own checks."""
+    folder = task.copy(pytester)
+    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(folder / "harness"))
+    payload = (attack_payload(cache=(), private=private, harness=harness, secrets=secrets)
+               + VIEW_CHECK.replace("EDITABLE", repr(editable)) + extra)
+    agent = write_agent(attack_agent(editable, anchor, payload))
+    bench(f"--agent={agent}", "--steps=1", "task_suites").assert_outcomes(passed=1)
+    record = load_record(pytester.path, task.id)
+    run = task.run_dir(pytester.path)
+    reports = {log: marked_lines(run / "logs" / log, "ATTACK found: ") for log in logs}
+    assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
+    reached = {log: json.loads(found[0]) for log, found in reports.items()}
+    assert all(paths == [] for paths in reached.values()), reached
+    for log in logs:
+        (view,) = map(json.loads, marked_lines(run / "logs" / log, "ATTACK view: "))
+        assert view["saw_own"] and view["beside"] == [], (log, view)
+    return record, run
+
+
+def assert_attack_reaches_nothing(task: SmallTask, pytester, bench, write_agent, monkeypatch, **probe) -> Path:
+    """``attack`` on a method it leaves as it is: the scores are exactly the baseline's. Returns the run's
+    folder."""
+    record, run = attack(task, pytester, bench, write_agent, monkeypatch, **probe)
+    assert record["valid_steps"] == 1
+    assert_scores_are_the_baseline(task, record)
+    return run
+
+
+# Appended to the attack: it leaves, in place of the experiment's output file OUTPUT, a pickle whose
+# unpickling would create the file FMLBENCH_EXPERIMENT_MARKER names, and ends the experiment before training.
+PLANTED_PICKLE = r'''
+import pickle as _pickle
+class _Planted:
+    def __reduce__(self):
+        return (open, (_os.environ["FMLBENCH_EXPERIMENT_MARKER"], "w"))
+with open(_os.path.join(_sys.argv[_sys.argv.index("--out") + 1], OUTPUT), "wb") as _file:
+    _pickle.dump({KEY: _Planted()}, _file)
+_os._exit(0)
+'''
+
+
+def assert_planted_pickle_never_runs(task: SmallTask, pytester, bench, write_agent, monkeypatch, *, output: str,
+                                     key: str, refusal: str, **probe) -> Path:
+    """The attack, then a pickle planted as the experiment's ``output`` (a dict whose ``key`` unpickles into
+    code): the evaluator refuses it with ``refusal`` in the step's error and never runs it, and the run falls
+    back to the baseline code, which scores exactly its declared values. Returns the run's folder."""
+    marker = pytester.path / "evaluator_ran_agent_code"
+    monkeypatch.setenv("FMLBENCH_EXPERIMENT_MARKER", str(marker))
+    extra = probe.pop("extra", "") + PLANTED_PICKLE.replace("OUTPUT", repr(output)).replace("KEY", repr(key))
+    record, run = attack(task, pytester, bench, write_agent, monkeypatch, extra=extra, logs=("step_0001_val.log",),
+                         **probe)
+    step = json.loads((run / "steps.jsonl").read_text().splitlines()[0])
+    assert refusal in step["error"], step["error"]
+    assert not marker.exists()  # the evaluator refused the pickle instead of running it
+    baseline = task.spec.baseline
+    assert record["integrity"] == "ok" and record["test_on_baseline"] is True
+    assert record["final_val"] == pytest.approx(baseline.val, rel=0, abs=1e-9)
+    assert record["test_metric"] == pytest.approx(baseline.test, rel=0, abs=1e-9)
+    return run
+
+
+# Appended to the attack in the tasks whose train.py seals the data files before it imports the method (the
+# kit's data_guard): the method's own reads of the visible data and of the test inputs are refused.
+DATA_GUARD_PROBE = r'''
+_guarded = {}
+for _name in ("data/visible_X.npy", "data/visible_y.npy",
+              _os.path.join(_sys.argv[_sys.argv.index("--out") + 1], "test_X.npy")):
+    try:
+        open(_name, "rb").close()
+        _guarded[_name] = "read"
+    except Exception as _exc:
+        _guarded[_name] = type(_exc).__name__
+print("GUARD", _json.dumps(_guarded), flush=True)
+'''
+
+
+def assert_the_data_guard_refused(run: Path, logs: tuple[str, ...] = RUN_LOGS) -> None:
+    """In every run in ``logs``, DATA_GUARD_PROBE's reads were all refused by the guard."""
+    for log in logs:
+        (line,) = marked_lines(run / "logs" / log, "GUARD ")
+        assert set(json.loads(line).values()) == {"ProtocolError"}, (log, line)
