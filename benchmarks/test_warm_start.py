@@ -17,22 +17,25 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
   a time, warm then ``--cold-start``, each a fresh run (prepare, 10 steps, final validation and test).
   Target: the warm session at least 3 times faster than the cold one.
 
-Measured on 2 cores shared with other work, neither target met:
+Measured on 2 cores, neither target met:
 
-* fairness step, median of 6, this branch against its base run alternately (runs of ~90 s each, load
-  average 7.7-8.6): warm 1.07-1.21 s of which main()s 0.82-0.92 s (start-up and harness 24.5-26.8% of
-  the wall time, 20.8-24.8% of the CPU time: 449-460 ms in all, 342-364 ms main()s), cold 7.9-8.9 s
-  (91%), 6.6-8.3 times faster; before: warm 1.80 s, 41.5% (1.16-1.66 s, 42-48% at load 6-9 in three
-  more runs), cold 9.2 s. Warm phases in ms, before -> after: experiment start 172 -> 102-108 (its
+* fairness step, median of 6, this code against the code before its last round (run alternately, the
+  task folders of the older code): on a quiet machine (load average 1.2) warm 0.27-0.33 s of which
+  main()s 0.13-0.17 s (start-up and harness 47-49% of the wall time, 44-45% of the CPU time: 276-354
+  ms in all), cold 2.8-3.2 s (96%), about 10 times faster; before: warm 0.44-0.47 s, 68-69%. Shared with
+  other work (load average 7.7-8.6, main()s 0.82-0.92 s): warm 1.07-1.21 s, 24.5-26.8% (CPU 20.8-24.8%),
+  cold 7.9-8.9 s (91%); before: 1.80 s, 41.5% (1.16-1.66 s, 42-48% at load 6-9 in three more runs).
+  Warm phases in ms on the quiet machine, before -> after: experiment start 55-66 -> 41-55 (its
   bubblewrap holder by vfork; each command's process forked ahead of its request), experiment end
-  300 -> 107-118 and evaluator end 207 -> 46-53 (the interpreter's teardown skipped where nothing of
-  it could be seen: ``warm_parent._Ending``), evaluator start 36 -> 16-17, the harness's own CPU time
-  21 -> 13-14 ms a step. What is left, in CPU time (~90 ms a step): forking and ending a process of
-  this parent's image costs ~11 ms (its page tables and 1,400 mappings), and an experiment needs
-  three (the process that joins the step's sandbox and reports the exit, the namespace's init, the
-  command), the evaluator one; ~15 ms of the harness; the rest in the commands before and after
-  main() (the script's own imports of the workspace modules, the C library's exit). In wall time the
-  experiment's start and end pass through some ten processes in turn, each waiting for a core.
+  154-160 -> 55-62 and evaluator end 69-72 -> 16-19 (the interpreter's teardown skipped where nothing
+  of it could be seen: ``warm_parent._Ending``), evaluator start 11 -> 5-6, the harness's own CPU time
+  16-17 -> 10-12 ms a step. What is left, in CPU time (~90 ms a step): forking and ending a process of
+  this parent's image costs ~11 ms (its page tables and 1,400 mappings), and an experiment needs three
+  (the process that joins the step's sandbox and reports the exit, the namespace's init, the
+  command), the evaluator one; ~10 ms of the harness; ~20 ms of bubblewrap and of the scripts before
+  and after main(). OpenBLAS's threads spin for a while after each call: ~40 ms of CPU at the
+  experiment's end (as in a cold start; none with OPENBLAS_NUM_THREADS=1). Under load the experiment's
+  start and end pass through some ten processes in turn, each waiting for a core.
 * lite random search (measured before the above, load average from 8.0 down to 1.1 while it ran, so
   per-task pairs are noisy): warm 1788 s, cold 2143 s, 1.2 times. Per task, warm/cold in s:
   continual_learning_pycil 363.5/450.2, data_efficiency_usb 532.7/553.2, generalization_domainbed
