@@ -25,8 +25,9 @@ Measured on 2 cores, neither target met:
   ms in all), cold 2.8-3.2 s (96%), about 10 times faster; before: warm 0.44-0.47 s, 68-69%. Shared with
   other work (load average 7.7-8.6, main()s 0.82-0.92 s): warm 1.07-1.21 s, 24.5-26.8% (CPU 20.8-24.8%),
   cold 7.9-8.9 s (91%); before: 1.80 s, 41.5% (1.16-1.66 s, 42-48% at load 6-9 in three more runs).
-  Warm phases in ms on the quiet machine, before -> after: experiment start 55-66 -> 41-55 (its
-  bubblewrap holder by vfork; each command's process forked ahead of its request), experiment end
+  Warm phases in ms on the quiet machine, before -> after: experiment start 55-66 -> 33-34 (its
+  bubblewrap holder by vfork; each command's process forked ahead of its request; the experiment's
+  child spawned while bubblewrap builds the sandbox, measured after the rest), experiment end
   154-160 -> 55-62 and evaluator end 69-72 -> 16-19 (the interpreter's teardown skipped where nothing
   of it could be seen: ``warm_parent._Ending``), evaluator start 11 -> 5-6, the harness's own CPU time
   16-17 -> 10-12 ms a step. What is left, in CPU time (~90 ms a step): forking and ending a process of
