@@ -501,3 +501,44 @@ def test_a_warm_command_s_cpu_time_is_reported(tmp_path):
     hot, log = _experiment(task, tmp_path / "hot", use_warm=True)
     assert log.startswith("[warm]") and hot.warm and not cold.warm
     assert hot.cpu_s >= 0.3 and cold.cpu_s is None, (cold.cpu_s, hot.cpu_s)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_a_sandbox_that_does_not_start_means_one_cold_command(tmp_path):
+    """The child is spawned while bubblewrap builds the step's sandbox: if it never holds its namespaces,
+    the child is told so and ends without entering anything, that command starts cold with one line,
+    and the next one starts warm."""
+    from pytest_fmlbench import isolation
+
+    task = load_task(DATA / "toy_task" / "task.yaml")
+    lines: list[str] = []
+    pool = _pool(task, tmp_path, tmp_path / "logs", lines)
+    try:
+        ws = Workspace.create(task, tmp_path / "search", scrubbed_env({}), tmp_path / "logs", True, pool)
+        out = ws.out_dir("val")
+        argv = [sys.executable, "train.py", "--split", "val", "--out", str(out)]
+        view = isolation.ExperimentView(ws.path, out, [], [task.root, tmp_path])
+        holder = isolation.bwrap_argv(view, warm.HOLDER)
+        broken = [holder[0], "--ro-bind", str(tmp_path / "missing"), "/missing", *holder[1:]]
+
+        def launch(bwrap):
+            return pool.launcher("experiment", argv, (), ws.path, isolation.sandbox_env(ws.env), bwrap=bwrap,
+                                 cold_bwrap=isolation.bwrap_argv(view, argv))(None)
+
+        assert launch(broken) is None
+        assert [line for line in lines if "sandbox did not start" in line] == [
+            next(line for line in lines if line.startswith("experiment command starts cold: the step's sandbox did not start"))]
+        parent = next(p for key, p in pool.parents.items() if key.kind == "experiment")
+        time.sleep(0.5)
+        assert len(_children(parent.proc.pid)) <= 1  # the failed child is gone; a spare may wait
+        proc = launch(holder)
+        assert proc is not None, lines
+        proc.stdout.read()
+        assert proc.wait(60) == 0, proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    finally:
+        pool.close()

@@ -4,8 +4,9 @@ Importing numpy, pandas, scikit-learn and fairlearn takes seconds; forking a pro
 takes milliseconds. Each run keeps two *warm parents* (``warm_parent.py``): one for its experiments and
 one for its harness commands (prepare, evaluate). Each is an interpreter started with exactly the
 environment and flags its commands get, that imported the task's heavy libraries and nothing else (no
-task or agent code, not even this package), and that forks one child per command. A child is never
-reused: every command starts from the same clean image.
+task or agent code, not even this package), and that forks one child per command (while idle, ahead of
+the request, so that a request costs no fork). A child is never reused: every command starts from the
+same clean image.
 
 What an experiment sees stays what it sees without warm starts
 --------------------------------------------------------------
@@ -415,7 +416,7 @@ class WarmProcess:
 
 class _Holder:
     """The step's bubblewrap sandbox, built with the step's own arguments, holding its namespaces until
-    a warm child has joined them."""
+    a warm child has joined them. Started here; ``ready`` waits until it holds them."""
 
     def __init__(self, bwrap_argv: list[str], cwd: Path, env: dict[str, str]):
         info_r, info_w = os.pipe()
@@ -431,7 +432,13 @@ class _Holder:
             raise _Refused(f"bubblewrap could not start: {exc}") from None
         finally:
             os.close(info_w)
-        with os.fdopen(info_r, "rb") as info:
+        self._info = info_r
+        self.pid: int | None = None
+
+    def ready(self) -> None:
+        """Wait until the sandbox holds its namespaces (its command has started): ``pid`` is then the
+        process whose namespaces a child joins. Raises _Refused, the holder reaped, if it did not start."""
+        with os.fdopen(self._info, "rb") as info:
             ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
             line = self.proc.stdout.readline() if ready else b""
             if not line:
@@ -554,8 +561,11 @@ class WarmPool:
             raise _Refused(f"{Path(script).parent} holds module(s) {', '.join(shadowed)} that the warm parent "
                            "has imported from elsewhere")
         holder = _Holder(bwrap, cwd, holder_env) if bwrap is not None else None
+        # in sandbox mode the child is spawned while bubblewrap builds the sandbox: it joins the step's
+        # control group meanwhile, then reads the holder's pid on this pipe once the sandbox is ready
+        go_r, go_w = os.pipe() if holder else (None, None)
         request = {"mode": "sandbox" if holder else "plain", "script": script, "argv": script_argv,
-                   "orig_argv": argv, "cwd": str(cwd), "env": env, "ns_pid": holder.pid if holder else None,
+                   "orig_argv": argv, "cwd": str(cwd), "env": env, "ns_pid": None,
                    # what the sandbox's init shows in a cold start: bubblewrap, as the cold command runs it
                    "init_argv": cold_bwrap, "init_env": holder_env,
                    **(group.warm_entry() if group is not None else {})}
@@ -563,29 +573,44 @@ class WarmPool:
         err_r, err_w = os.pipe()
         status_r, status_w = os.pipe()
         try:
-            pid = parent.spawn(request, [out_w, err_w, status_w])
+            pid = parent.spawn(request, [out_w, err_w, status_w, *([go_r] if holder else [])])
         except (_Refused, OSError) as exc:
-            for fd in (out_r, err_r, status_r):
+            for fd in (out_r, err_r, status_r, *([go_w] if holder else [])):
                 os.close(fd)
             if holder:
                 holder.reap()
             self._turn_off(kind, str(exc))
         finally:
-            for fd in (out_w, err_w, status_w):
+            for fd in (out_w, err_w, status_w, *([go_r] if holder else [])):
                 os.close(fd)
         status = _StatusLines(status_r)
+        if holder:
+            try:
+                holder.ready()
+            except _Refused:
+                # the child reads no pid and ends without entering anything; this command starts cold
+                os.close(go_w)
+                self._abandon(status, out_r, err_r, None)
+                raise
+            os.write(go_w, f"{holder.pid}\n".encode())
+            os.close(go_w)
         failure = self._await_start(status, holder)
         if failure is not None:
-            # nothing of the command ran; whatever the mechanism wrote is not the command's output
-            for fd in (out_r, err_r):
-                os.close(fd)
-            while status.next(START_TIMEOUT_S) not in ("", None):
-                pass
-            status.close()
-            if holder:
-                holder.reap()
+            self._abandon(status, out_r, err_r, holder)
             self._turn_off(kind, failure)
         return WarmProcess(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), status, holder)
+
+    @staticmethod
+    def _abandon(status: _StatusLines, out_r: int, err_r: int, holder: _Holder | None) -> None:
+        """A child that never started its command: nothing of the command ran, and whatever the mechanism
+        wrote is not the command's output. Waits for the child's end."""
+        for fd in (out_r, err_r):
+            os.close(fd)
+        while status.next(START_TIMEOUT_S) not in ("", None):
+            pass
+        status.close()
+        if holder:
+            holder.reap()
 
     @staticmethod
     def _await_start(status: _StatusLines, holder: _Holder | None) -> str | None:

@@ -10,7 +10,9 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
 * harness -> parent, first: ``{"imports": [[module, [from-names]], ...], "optional": bool, "guard": {...}|null}``
 * parent -> harness: the ready report (what was imported, and what would make forking it unsafe)
 * harness -> parent, per command: ``{"mode": "sandbox"|"plain", "script", "argv", "orig_argv", "cwd", "env",
-  "ns_pid", "cgroup_procs", "rlimits"}`` with fds [stdout, stderr, status]
+  "ns_pid", "cgroup_procs", "rlimits"}`` with fds [stdout, stderr, status], in sandbox mode also [go]:
+  a pipe on which the harness writes the pid of the process holding the step's sandbox once it is ready
+  (``ns_pid`` null), or which it closes unwritten if the sandbox did not start
 * parent -> harness: ``{"pid": N}`` (the child's pid on the host) or ``{"error": "..."}``
 * on the status socket: ``joined`` (sandbox mode: the child is in the step's sandbox, whose holder the
   harness may now let go), ``started`` (the next thing this process runs is the command's script),
@@ -44,6 +46,7 @@ import _weakref  # noqa: E402
 
 _CONTROL = int(sys.argv[1])
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_PYTHON_LIBC = ctypes.PyDLL(None)  # its calls keep the interpreter's lock
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -370,7 +373,7 @@ def _serve(control, dispositions, made):
             if not message:
                 os._exit(0)  # the harness is gone
             request = json.loads(message)
-            stdout, stderr, status = fds
+            stdout, stderr, status, *go = fds
             pid = None
             if spare is not None:
                 pid, channel = spare
@@ -388,11 +391,11 @@ def _serve(control, dispositions, made):
                     pidfds = list(children)
                     children = None
                     return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap,
-                                  parent)
+                                  parent, go[0] if go else None)
             pidfd = os.pidfd_open(pid)
             control.send(json.dumps({"pid": pid}).encode())
-            os.close(stdout)
-            os.close(stderr)
+            for fd in (stdout, stderr, *go):
+                os.close(fd)
             if request["mode"] == "sandbox":
                 # the child reports its own exit: nothing the command chose ever comes back to this process
                 os.close(status)
@@ -417,8 +420,9 @@ def _spare(channel, control, dispositions, made, last_cap, parent):
     channel.close()
     if not message:
         os._exit(0)
-    stdout, stderr, status = fds
-    return _child(json.loads(message), stdout, stderr, status, None, [], dispositions, made, last_cap, parent)
+    stdout, stderr, status, *go = fds
+    return _child(json.loads(message), stdout, stderr, status, None, [], dispositions, made, last_cap, parent,
+                  go[0] if go else None)
 
 
 def _exit_line(wait_status, usage):
@@ -433,7 +437,7 @@ def _report(fd, line):
         pass  # the harness stopped listening: it has killed the step
 
 
-def _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent):
+def _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent, go=None):
     """In the forked child: become the command (plain mode), or enter the step's sandbox first.
 
     Whatever goes wrong before the command's script starts is reported as ``failed`` and ends the
@@ -451,7 +455,7 @@ def _child(request, stdout, stderr, status, control, pidfds, dispositions, made,
         os.setsid()
         _join_limits(request)
         if request["mode"] == "sandbox":
-            _enter_sandbox(request, stdout, stderr, status, last_cap)  # returns in the command's process only
+            _enter_sandbox(request, stdout, stderr, status, last_cap, go)  # returns in the command's process only
             for path, mode in made:
                 try:
                     os.mkdir(path, mode)
@@ -478,14 +482,14 @@ def _join_limits(request):
         resource.setrlimit(which, (soft, hard))
 
 
-def _enter_sandbox(request, stdout, stderr, status, last_cap):  # noqa: C901 - one sequence, in order
+def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None):  # noqa: C901 - one sequence, in order
     """Join the namespaces of the step's bubblewrap sandbox (built by the harness with the step's own
     arguments), then make the command the second process of a fresh PID namespace, as bubblewrap does.
 
     Three processes: this one stays outside (it reports the exit), the namespace's init (pid 1, reaps,
     exits with the command's status, and with it everything the command left), and the command (pid 2).
     """
-    holder = request["ns_pid"]
+    holder = request["ns_pid"] if go is None else _holder_pid(go)
     try:
         # bubblewrap's covers over /proc (read-only binds of /proc/irq, /proc/bus, ...), to make again
         # on the fresh /proc of the new PID namespace
@@ -542,6 +546,19 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap):  # noqa: C901 - o
     # bubblewrap's encoding: the command's code, or 128 + the signal that killed it
     code = os.waitstatus_to_exitcode(wait_status)
     os._exit(code if code >= 0 else 128 - code)
+
+
+def _holder_pid(go):
+    """The pid the harness writes once the step's sandbox is ready (it closes the pipe unwritten if the
+    sandbox did not start)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(go, 64)
+        if not chunk:
+            raise MechanismError("the step's sandbox did not start")
+        data += chunk
+    os.close(go)
+    return int(data)
 
 
 def _fresh_proc(covers):
@@ -803,7 +820,8 @@ class _Ending:
             for stream in (sys.__stdout__, sys.__stderr__):
                 if stream is not None and not _closed(stream):
                     stream.flush()  # what their release would have flushed
-            _LIBC.exit(status)
+            # holding the interpreter's lock, as a finalizing interpreter keeps other threads out of it
+            _PYTHON_LIBC.exit(status)
         except BaseException:  # noqa: BLE001 - whatever happens here, the interpreter ends as usual
             return
 
