@@ -250,6 +250,7 @@ def write_repository_fixture(path: Path) -> None:
     task uses equal those of the pinned commit but for lint-only changes), the backbone's and the methods'
     configurations in ``scripts/`` with the values of the pinned commit, and the stand-in's test split CSV."""
     import importlib.util
+    import shutil
     import tempfile
 
     from . import gitrepo
@@ -259,8 +260,6 @@ def write_repository_fixture(path: Path) -> None:
         raise RuntimeError("easyfsl is not installed (pip install -e '.[tasks]')")
     with tempfile.TemporaryDirectory() as staging:
         tree = Path(staging)
-        import shutil
-
         shutil.copytree(spec.submodule_search_locations[0], tree / "easyfsl",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests"))
         (tree / "scripts").mkdir()
