@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from _pytest.mark.expression import Expression
@@ -12,6 +13,7 @@ from ..datacache.artifact import Artifact, human_size
 from ..datacache.cache import DataCache, default_root
 from ..datacache.download import FetchError
 from ..datacache.fetch import fetch_all, unique, write_fixtures
+from ..datacache.pins import PinError
 from ..spec import TASK_FILE, Task, TaskSpecError, load_task
 
 
@@ -25,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the task suite's folder (default: task_suites)")
     parser.add_argument("--root", type=Path,
                         help="the data cache (default: $FMLBENCH_DATA, else ~/.cache/fmlbench/data)")
+    parser.add_argument("--pin-unpublished", action="store_true",
+                        help="fetch: also download the artefacts whose publishers give no checksum, and pin the "
+                        "SHA-256 and size they arrive with (every later check holds them to it; $FMLBENCH_PINS names "
+                        "a file of shared 'name sha256 size' pins, used before any download)")
 
 
 def full_tasks(suite: Path, keyword: str | None) -> list[Task]:
@@ -63,7 +69,12 @@ def run(args: argparse.Namespace) -> int:
         for task in tasks:
             console.print(f"{task.id}: {task.spec.title}", soft_wrap=True, markup=False)
             for artifact in task.spec.data:
-                state = "cached" if full.check(artifact) is None else "not cached"
+                try:
+                    state = "cached" if full.check(artifact) is None else "not cached"
+                except PinError as exc:
+                    raise SystemExit(f"fmlbench data: {exc}") from None
+                if artifact.unpublished and full.read_stamp(artifact) is None:
+                    state = "not pinned (no checksum is published)"
                 fixture = "fixture written" if smoke.check(artifact) is None else "no fixture"
                 console.print(f"  {artifact.name:24} {artifact.size_text():>10}  {state}, {fixture}  "
                               f"{artifact.description}", soft_wrap=True, markup=False)
@@ -74,8 +85,16 @@ def run(args: argparse.Namespace) -> int:
         total = sum(a.size or 0 for a in artifacts)
         console.print(f"fetching {len(artifacts)} artefact(s), {human_size(total)} in files, into {root}", soft_wrap=True,
                       markup=False)
-        outcomes = fetch_all(artifacts, DataCache(root, "full"), console)
-    failed = [o for o in outcomes if o.action == "failed"]
+        accept = ["fmlbench", "data", "fetch", *(["-k", args.keyword] if args.keyword else [])]
+        if args.suite != Path("task_suites"):
+            accept += ["--suite", str(args.suite)]
+        accept.append("--pin-unpublished")
+        try:
+            outcomes = fetch_all(artifacts, DataCache(root, "full"), console, pin_unpublished=args.pin_unpublished,
+                                 pin_command=shlex.join(accept))
+        except PinError as exc:
+            raise SystemExit(f"fmlbench data: {exc}") from None
+    failed = [o for o in outcomes if o.action in ("failed", "refused")]
     for outcome in outcomes:
         line = f"{outcome.artifact.name}: {outcome.action}"
         console.print(f"{line}: {outcome.detail}" if outcome.detail else line, markup=False, soft_wrap=True)

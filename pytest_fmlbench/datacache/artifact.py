@@ -5,6 +5,11 @@ declare what is: an MD5 (``md5``), or the leading hex digits of the SHA-256 that
 the file name (``sha256_prefix``, torch.hub's ``check_hash`` convention, e.g. ``resnet50-0676ba61.pth``).
 Such a file is checked against that weaker digest when it is fetched, and against the SHA-256 and size
 recorded then on every later check; the task says where the digest was published.
+
+Where its publishers give no checksum at all, a task declares ``checksum: unpublished`` and ``why`` (where one was
+looked for). Such a file is never fetched by default: ``fmlbench data fetch --pin-unpublished`` downloads it and
+records the SHA-256 and size it has (pin on first fetch), and every later check holds it to them; a lab's shared
+pins (``pins``) fix those values before any download, so that every machine holds the first one's bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ class Artifact(BaseModel):
     sha256_prefix: str | None = Field(None, pattern=r"^[0-9a-f]{8,63}$",
                                       description="the SHA-256's leading hex digits that the publisher's file name "
                                       "carries, only where no full SHA-256 is published (kind file)")
+    checksum: Literal["unpublished"] | None = Field(
+        None, description="'unpublished': its publishers give no checksum at all; fetched only when the user accepts "
+        "pinning the SHA-256 of what the first fetch downloads, or from a shared pin (kind file)")
+    why: str | None = Field(None, min_length=1, description="with checksum: unpublished, where a checksum was looked for")
     size: int | None = Field(None, gt=0, description="the file's size in bytes (kind file; required with sha256)")
     commit: str | None = Field(None, pattern=r"^[0-9a-f]{40}$", description="the pinned commit (kind git)")
     lfs: bool = Field(False, description="the commit's Git LFS pointers are replaced by their objects, each checked "
@@ -62,10 +71,13 @@ class Artifact(BaseModel):
 
     @model_validator(mode="after")
     def _checks_for_kind(self) -> Artifact:
-        digests = [key for key in ("sha256", "md5", "sha256_prefix") if getattr(self, key) is not None]
+        digests = [key for key in ("sha256", "md5", "sha256_prefix", "checksum") if getattr(self, key) is not None]
         if self.kind == "file" and not digests:
             raise ValueError(f"artefact {self.name!r}: a file needs sha256 and size (or, only where no SHA-256 is "
-                             "published, md5 or sha256_prefix)")
+                             "published, md5 or sha256_prefix; where no checksum at all is, checksum: unpublished)")
+        if (self.checksum is None) != (self.why is None):
+            raise ValueError(f"artefact {self.name!r}: checksum: unpublished goes with why (where a checksum was "
+                             "looked for), and why only with it")
         if self.kind == "file" and len(digests) > 1:
             raise ValueError(f"artefact {self.name!r}: a file declares one checksum, not {' and '.join(digests)}")
         if self.kind == "file" and self.sha256 is not None and self.size is None:
@@ -88,6 +100,11 @@ class Artifact(BaseModel):
         if self.filename:
             return self.filename
         return PurePosixPath(unquote(urlparse(self.urls[0]).path)).name or self.name
+
+    @property
+    def unpublished(self) -> bool:
+        """No checksum is published: the file is held to what was pinned on its first fetch, or to a shared pin."""
+        return self.checksum == "unpublished"
 
     def size_text(self) -> str:
         if self.kind == "git":

@@ -6,7 +6,9 @@ Layout under the root (``$FMLBENCH_DATA``, default ``~/.cache/fmlbench/data``)::
     <name>/<file name>.part   an interrupted download (resumed from its end)
     <name>/src/               a git artefact, checked out at its pinned commit (its LFS files in place)
     <name>/lfs/               LFS objects being downloaded (resumed by the next fetch)
-    <name>/stamp.json         what was verified: sha256 and size (and the md5 declared), or the commit
+    <name>/stamp.json         what was verified: sha256 and size (and the md5 declared), or the commit;
+                              for a file with no published checksum, how it was pinned
+    derived/                  what a harness computes once from verified artefacts (e.g. image features)
     smoke/<name>/...          the same for --scale=smoke: small stand-ins in the upstream format,
                               written by ``fmlbench data fixtures``, checked against their own stamp
 """
@@ -23,6 +25,7 @@ from typing import Literal
 
 from ..integrity import sha256_file
 from .artifact import Artifact
+from .pins import shared_pins
 
 Scale = Literal["full", "smoke"]
 STAMP = "stamp.json"
@@ -77,12 +80,19 @@ class DataCache:
 
         A file declared by an MD5 or a SHA-256 prefix (none published in full) must keep the SHA-256 and
         size it had when it was fetched and passed that check; :meth:`check` re-checks the declared digest too.
+        One whose publishers give no checksum (``checksum: unpublished``) must have the SHA-256 and size of its
+        shared pin (``pins``) where there is one, else those recorded when its first fetch pinned it. Raises
+        :class:`~.pins.PinError` when the shared pin file is malformed.
         """
         if self.scale == "full":
             if artifact.kind == "git":
                 return {"commit": artifact.commit}
             if artifact.sha256 is not None:
                 return {"sha256": artifact.sha256, "size": artifact.size}
+            shared = shared_pins().get(artifact.name) if artifact.unpublished else None
+            if shared is not None:
+                # a lab's pin outranks what this machine recorded: both must hold the same bytes
+                return {"sha256": shared.sha256, "size": shared.size}
         stamp = self.read_stamp(artifact) or {}
         return {key: stamp.get(key) for key in (("commit",) if artifact.kind == "git" else ("sha256", "size"))}
 
@@ -105,11 +115,15 @@ class DataCache:
                 return "its checkout has local changes"
             return None
         size = path.stat().st_size
+        pinned = ""
+        if self.scale == "full" and artifact.unpublished:
+            shared = shared_pins().get(artifact.name)
+            pinned = f", pinned by {shared.origin}" if shared else ", pinned on its first fetch"
         if size != want["size"]:
-            return f"corrupt ({size} bytes, expected {want['size']})"
+            return f"corrupt ({size} bytes, expected {want['size']}{pinned})"
         digest = sha256_file(path)
         if digest != want["sha256"]:
-            return f"corrupt (sha256 {digest[:12]}..., expected {str(want['sha256'])[:12]}...)"
+            return f"corrupt (sha256 {digest[:12]}..., expected {str(want['sha256'])[:12]}...{pinned})"
         if self.scale == "full" and artifact.sha256 is None:
             wrong = artifact.mismatch(digest, md5_file(path) if artifact.md5 else None)
             if wrong:

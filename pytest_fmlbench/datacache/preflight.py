@@ -8,6 +8,7 @@ from pathlib import Path
 from ..isolation.mounts import SYSTEM_TREES
 from .artifact import Artifact
 from .cache import DataCache
+from .pins import PINS_ENV, PinError, shared_pins
 
 
 def fix_command(task_id: str, scale: str) -> str:
@@ -23,12 +24,21 @@ def problem(task_id: str, artifacts: list[Artifact], cache: DataCache) -> str | 
         if root == tree or root.startswith(tree.rstrip("/") + "/"):
             return (f"{task_id}: the data cache {cache.root} lies under {tree}, which every experiment's sandbox "
                     "shows: set FMLBENCH_DATA to a folder outside it and fetch again")
+    try:
+        pins = shared_pins()
+    except PinError as exc:
+        return f"{task_id}: {exc}"
     for artifact in artifacts:
         wrong = cache.check(artifact)
         if wrong is None:
             continue
         where = f"{artifact.name} ({artifact.description}; {artifact.size_text()})"
         fix = fix_command(task_id, cache.scale)
+        if (cache.scale == "full" and artifact.unpublished and artifact.name not in pins
+                and cache.read_stamp(artifact) is None):
+            return (f"{task_id}: {where} has no published checksum and is not pinned in the data cache {cache.base}: "
+                    f"run `{fix} --pin-unpublished` to download it and pin the SHA-256 it has, or set {PINS_ENV} "
+                    "to a file of shared pins")
         token = ""
         if cache.scale == "full" and artifact.gated and not os.environ.get(artifact.token_env or ""):
             token = f"{artifact.token_env}=<token> "

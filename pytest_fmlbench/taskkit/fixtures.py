@@ -160,3 +160,9 @@ def open_unlearning_repo(path: Path) -> None:
     from . import gitrepo
 
     gitrepo.write_repository(path, Path(__file__).with_name("standins") / "open_unlearning", "open-unlearning stand-in")
+
+
+# data_efficiency_easyfsl_full: Kaggle's mini-ImageNet zip, FEAT's ResNet-12 checkpoint, easy-few-shot-learning
+from .mini_imagenet import write_archive_fixture as mini_imagenet_zip  # noqa: E402, F401
+from .mini_imagenet import write_weights_fixture as feat_resnet12_checkpoint  # noqa: E402, F401
+from .mini_imagenet import write_repository_fixture as easyfsl_repo  # noqa: E402, F401
