@@ -167,6 +167,10 @@ class RunRecord(BaseModel):
     # a full-profile task's scale: "full" (the original's data and scale) or "smoke" (fixture data, a few
     # batches: a check of the code path, never a result); None for small-profile tasks and older records
     scale: str | None = None
+    # a full-profile run's data, as verified before its first step: per artefact its SHA-256 and size, or its
+    # commit, and for one whose publishers give no checksum how it was pinned. A result names the bytes it
+    # was measured on; {} for small-profile tasks and older records
+    data: dict[str, dict[str, Any]] = {}
     # how experiments were isolated: "bwrap" (the default), "unsandboxed" (--no-sandbox); None in
     # records written before isolation existed
     sandbox: str | None = None

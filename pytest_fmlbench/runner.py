@@ -148,6 +148,21 @@ def run_dir_for(settings: RunSettings, task: Task, seed: int) -> tuple[str, Path
     return digest, settings.out_dir / "runs" / task.id / name
 
 
+def _data_identity(task: Task, cache: DataCache | None) -> dict[str, dict]:
+    return {artifact.name: cache.identity(artifact) for artifact in task.spec.data} if cache is not None else {}
+
+
+def _refuse_other_data(task: Task, seed: int, recorded: dict[str, dict], current: dict[str, dict]) -> None:
+    """A run's recorded steps were measured on the data it recorded: resuming on other bytes would mix two
+    data sets in one result."""
+    changed = [name for name in sorted(set(recorded) | set(current))
+               if {k: v for k, v in recorded.get(name, {}).items() if k != "pinned"}
+               != {k: v for k, v in current.get(name, {}).items() if k != "pinned"}]
+    if recorded and changed:
+        raise RunError(f"{task.id} seed {seed}: the data differ from those its recorded steps were measured on "
+                       f"({', '.join(changed)}): rerun with --fresh to start it again on these")
+
+
 def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
     needs = settings.needs
     if needs.gateway:
@@ -191,6 +206,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     elif store.exists():
         previous = store.load()
+        _refuse_other_data(task, seed, previous.data, _data_identity(task, settings.data_cache(task)))
         budget_raised = previous.status == "stopped" and previous.budget != settings.budget
         if previous.status in FINAL_STATUSES and not budget_raised:
             return RunOutcome(previous, store, reused=True)
@@ -210,7 +226,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
-        scale=settings.scale if spec.profile == "full" else None,
+        scale=settings.scale if spec.profile == "full" else None, data=_data_identity(task, cache),
     )
     store.save(record)
     if prior_steps or prior_baseline_run:

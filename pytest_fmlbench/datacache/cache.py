@@ -96,6 +96,16 @@ class DataCache:
         stamp = self.read_stamp(artifact) or {}
         return {key: stamp.get(key) for key in (("commit",) if artifact.kind == "git" else ("sha256", "size"))}
 
+    def identity(self, artifact: Artifact) -> dict:
+        """What a run records of a verified artefact: its SHA-256 and size or its commit, and for one whose
+        publishers give no checksum, how it was pinned (a shared pin, or this cache's first fetch)."""
+        found = {key: value for key, value in self.expected(artifact).items() if value is not None}
+        if self.scale == "full" and artifact.unpublished:
+            shared = shared_pins().get(artifact.name)
+            found["pinned"] = f"shared pin {shared.origin}" if shared else (self.read_stamp(artifact) or {}).get(
+                "pinned", "first fetch")
+        return found
+
     def check(self, artifact: Artifact) -> str | None:
         """None when the artefact is present and intact; else what is wrong, in a few words."""
         stamp = self.read_stamp(artifact)

@@ -159,3 +159,12 @@ def test_a_google_drive_source_is_fetched_through_gdown_and_checked(tmp_path, mo
     with pytest.raises(download.FetchError, match="nothing kept"):
         download.fetch_file(weights, cache, lambda *_: None)
     assert cache.check(weights) == "missing"
+
+
+def test_a_run_records_how_an_unpublished_file_was_pinned(tmp_path, monkeypatch):
+    cache = DataCache(tmp_path / "cache")
+    artifact = unpublished(served(tmp_path, PAYLOAD))
+    assert fetch(artifact, cache, accept=True).action == "pinned"
+    assert cache.identity(artifact) == {"sha256": SHA256, "size": len(PAYLOAD), "pinned": "first fetch"}
+    pins = share(tmp_path, monkeypatch, f"images {SHA256} {len(PAYLOAD)}")
+    assert cache.identity(artifact)["pinned"].startswith("shared pin") and str(pins) in cache.identity(artifact)["pinned"]

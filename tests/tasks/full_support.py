@@ -18,6 +18,8 @@ import yaml
 
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.datacache.artifact import Artifact as DataArtifact
+from pytest_fmlbench.datacache.cache import DataCache
+from pytest_fmlbench.integrity import sha256_file
 from pytest_fmlbench.spec import TaskSpec, load_task
 
 from conftest import REPO
@@ -141,7 +143,29 @@ def smoke_run(task: FullTask, pytester, bench, data_root: Path,
     record = load_full_record(pytester.path, task.id)
     assert record["scale"] == "smoke" and record["integrity"] == "ok" and record["status"] == "finished"
     assert record["valid_steps"] == 1 and metric_range[0] <= record["test_metric"] <= metric_range[1]
+    # the record names the bytes it was measured on: each artefact's SHA-256 and size, or its commit
+    cache = DataCache(data_root, "smoke")
+    assert record["data"] == {artifact.name: cache.identity(artifact) for artifact in task.spec.data}
+    assert all(("sha256" in found and "size" in found) or "commit" in found for found in record["data"].values())
     return record, task.run_dir(pytester.path)
+
+
+def assert_other_data_are_not_resumed(task: FullTask, artifact_name: str, pytester, bench, data_root: Path) -> None:
+    """After a smoke run: once an artefact's bytes change (a cache pinned anew), the recorded run is neither
+    reused nor resumed on them; one line says so, and the record keeps the data it was measured on."""
+    cache = DataCache(data_root, "smoke")
+    artifact = next(a for a in task.spec.data if a.name == artifact_name)
+    before = load_full_record(pytester.path, task.id)
+    path = cache.path(artifact)
+    path.write_bytes(path.read_bytes() + b"\0")
+    cache.write_stamp(artifact, sha256=sha256_file(path), size=path.stat().st_size)
+    result = bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{task.id} seed 0: the data differ from those its recorded steps were measured on "
+                                 f"({artifact_name}): rerun with --fresh*"])
+    # the session's end audits every record it finds again: all else is as the run left it
+    after = load_full_record(pytester.path, task.id)
+    assert {**after, "audit": None} == {**before, "audit": None}
 
 
 def assert_workspace_holds_the_checkout(run: Path, checkout: Path, paths) -> None:

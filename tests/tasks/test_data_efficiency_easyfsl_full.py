@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_workspace_holds_the_checkout,
-                          attack_agent, attack_payload, copy_task, data_root, fmlbench, needs_bwrap, smoke_project,
-                          smoke_run)
+                          assert_fetch_fails_closed, assert_matches_original, assert_other_data_are_not_resumed,
+                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, copy_task, data_root,
+                          fmlbench, needs_bwrap, smoke_project, smoke_run)
 from pytest_fmlbench.datacache.pins import PINS_ENV
 from pytest_fmlbench.taskkit import mini_imagenet
 
@@ -112,6 +112,7 @@ def test_the_smoke_run_passes_offline_on_easyfsls_files(pytester, bench, data_ro
     (derived,) = (data_root / "smoke" / "derived").glob("*.npz")
     with np.load(derived) as saved:
         assert np.array_equal(saved["embeddings"], features)
+    assert_other_data_are_not_resumed(TASK, "mini-imagenet", pytester, bench, data_root)
 
 
 @needs_bwrap
