@@ -251,6 +251,9 @@ class CappedLog:
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
+            if self.fh.closed:
+                # a reader that outlived its wait (a pipe some leftover process still held): the log is final
+                return
             room = max(0, LOG_HEAD_BYTES - self.written)
             if room:
                 self.fh.write(chunk[:room])

@@ -272,6 +272,26 @@ def _plain_parent(tmp_path: Path, module_source: str, guard: dict | None = None)
     return warm.WarmParent(key, [("fmlwarm_probe", [])], False, guard, tmp_path / "parent.log")
 
 
+def test_a_closed_parent_s_log_is_whole(tmp_path, monkeypatch):
+    """The parent's log is written by a reader of its output: once the parent is closed, the log holds all
+    of it, also when that reader runs late (a loaded machine; seen as an empty log in a test run)."""
+    from pytest_fmlbench import executor
+
+    drain = executor.CappedLog.drain
+
+    def late_drain(self, stream, also=None):
+        time.sleep(0.5)
+        drain(self, stream, also)
+
+    monkeypatch.setattr(executor.CappedLog, "drain", late_drain)
+    # printed before the parent reports its imports: in the pipe by the time refusal() returns
+    parent = _plain_parent(tmp_path, "print('fmlwarm_probe imported', flush=True)\n")
+    assert parent.refusal(60) is None
+    parent.close()
+    log = (tmp_path / "parent.log").read_text()
+    assert log.startswith("warm parent (experiment): fmlwarm_probe\n") and "fmlwarm_probe imported\n" in log, log
+
+
 @pytest.mark.parametrize("source, reason", [
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
      "thread(s) started while importing keep running across a fork"),

@@ -109,6 +109,8 @@ READY_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 60.0
 # from a command's exit report to the exit of the process that reported it
 EXIT_GRACE_S = 1.0
+# from a closed parent's exit to the end of its output
+LOG_DRAIN_S = 5.0
 _MODULE_SUFFIXES = tuple(sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True))
 
 
@@ -261,7 +263,8 @@ class WarmParent:
                 pass_fds=[theirs.fileno()], start_new_session=True, preexec_fn=die_with_harness)
         finally:
             theirs.close()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         ours.send(json.dumps({"imports": imports, "optional": optional, "guard": guard}).encode())
 
     def _drain(self) -> None:
@@ -326,6 +329,11 @@ class WarmParent:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        # the log is written out when its reader sees the end of the parent's output: whoever reads it
+        # once the parent is closed (a test, the user after the run) must find it whole. A forked command
+        # that still holds that pipe cannot delay the close beyond the wait: what came by then is kept
+        self._drainer.join(timeout=LOG_DRAIN_S)
+        self.log.close()
 
 
 # -- one command, started warm ------------------------------------------------------------------------
