@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,22 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return devices.auto_workers(gpus_per_task=1)
 
 
+def line_writer(reporter):
+    """Writes a whole line of its own on pytest's terminal, from any thread: never after what the line already
+    holds. pytest's ensure_newline() knows only of its own file prefixes; under xdist the progress letters
+    and "[100%]" leave the line open without one, and a live line written then was glued to them."""
+    lock = threading.Lock()
+
+    def write_line(line: str) -> None:
+        with lock:
+            reporter.ensure_newline()
+            if reporter._tw.width_of_current_line:
+                reporter._tw.line()
+            reporter.write_line(line)
+            reporter.flush()
+
+    return write_line
+
 class ResultsCollector:
     """Controller-side: gathers run directories from reports (they cross xdist) and prints the tables."""
 
@@ -103,15 +120,7 @@ class ResultsCollector:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
-        lock = __import__("threading").Lock()
-
-        def write_line(line: str) -> None:
-            with lock:
-                reporter.ensure_newline()
-                reporter.write_line(line)
-                reporter.flush()
-
-        self.live = LiveDisplay(self.bench.settings.out_dir, write_line, tty=reporter.isatty())
+        self.live = LiveDisplay(self.bench.settings.out_dir, line_writer(reporter), tty=reporter.isatty())
         self.config.stash[LIVE_KEY] = self.live
         self.live.start()
 

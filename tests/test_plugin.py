@@ -200,6 +200,26 @@ def test_live_progress_prints_one_line_per_finished_step_and_q_keeps_it_quiet(py
     assert not [line for line in quiet.stdout.lines if line.startswith("[fmlbench]")]
 
 
+def test_a_live_line_starts_a_line_of_its_own_after_xdist_progress_letters(pytester):
+    """Under -n, pytest writes each item's letter and the final "[100%]" without opening a line of its own
+    (ensure_newline() does nothing then): a live line written at that moment was glued to them."""
+    import io
+
+    from _pytest.terminal import TerminalReporter
+
+    from pytest_fmlbench.plugin import line_writer
+
+    out = io.StringIO()
+    reporter = TerminalReporter(pytester.parseconfig(), out)
+    write = line_writer(reporter)
+    reporter._tw.write(".")
+    reporter._tw.write("  [100%]")
+    write("[fmlbench] toy_task[seed0] step 2/2 random -> 0.76")
+    write("[fmlbench] toy_task[seed1] step 1/2 baseline -> 0.76")
+    assert out.getvalue().splitlines() == [".  [100%]", "[fmlbench] toy_task[seed0] step 2/2 random -> 0.76",
+                                           "[fmlbench] toy_task[seed1] step 1/2 baseline -> 0.76"]
+
+
 def test_live_progress_shows_every_step_when_items_run_in_the_controller(pytester, toy, bench):
     # no -n: the item runs under pytest's output capture in the very process that shows the progress; a
     # line written then from the display's thread landed in the item's captured output and was lost
