@@ -200,13 +200,15 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     prior_steps = []
     prior_baseline_run = None
     prior_wall = 0.0
+    cache = settings.data_cache(task)
+    data = _data_identity(task, cache)
     if store.exists() and settings.fresh:
         for child in store.dir.iterdir():
             if child.name != ".lock":
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     elif store.exists():
         previous = store.load()
-        _refuse_other_data(task, seed, previous.data, _data_identity(task, settings.data_cache(task)))
+        _refuse_other_data(task, seed, previous.data, data)
         budget_raised = previous.status == "stopped" and previous.budget != settings.budget
         if previous.status in FINAL_STATUSES and not budget_raised:
             return RunOutcome(previous, store, reused=True)
@@ -215,7 +217,6 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         prior_wall = previous.wall_clock_s
 
     spec = task.spec
-    cache = settings.data_cache(task)
     record = RunRecord(
         run_id=run_id, task=task.id, task_version=spec.version, task_fingerprint=task.fingerprint,
         domain=spec.domain, agent=settings.agent_name,
@@ -226,7 +227,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
-        scale=settings.scale if spec.profile == "full" else None, data=_data_identity(task, cache),
+        scale=settings.scale if spec.profile == "full" else None, data=data,
     )
     store.save(record)
     if prior_steps or prior_baseline_run:
