@@ -82,6 +82,38 @@ def test_a_warm_step_sees_what_a_cold_step_sees(tmp_path):
     assert after["cmdline"][1:3] == ["train.py", "--split"] and after["proc_1_cmdline"][0] == "bwrap"
 
 
+
+# the command is pid 2 of its namespace: at its first line it may read what its init (pid 1) shows
+READS_ITS_INIT = ("import sys\n"
+                  "sys.stderr.write('INIT %r %r\\n' % (open('/proc/1/cmdline', 'rb').read().split(b'\\0')[0], "
+                  "open('/proc/1/comm').read().strip()))\n")
+
+
+def test_a_command_never_sees_its_init_before_the_init_shows_bubblewrap(tmp_path):
+    """The init shows bubblewrap's command line before the command exists. It used to present itself
+    after forking the command: a command that got a core first read the warm parent's command line
+    (its path and descriptor number) at /proc/1 (4 steps in 400 at load average 5, and
+    test_a_step_cannot_reach_the_warm_parent's 'ATTACK FOUND a warm parent' once). Many short steps,
+    each reading /proc/1 at its first line: every one sees bubblewrap."""
+    task = load_task(_task_with_runner(tmp_path, READS_ITS_INIT) / "task.yaml")
+    logs = tmp_path / "logs"
+    pool = _pool(task, tmp_path, logs)
+    seen = []
+    try:
+        ws = Workspace.create(task, tmp_path / "search", scrubbed_env({}), logs, True, pool)
+        for step in range(120):
+            out = ws.out_dir("val")
+            shutil.rmtree(out)
+            out.mkdir(parents=True)
+            ws.experiment("val", out, f"step{step}")
+            log = (logs / f"step{step}.log").read_text()
+            assert log.startswith("[warm]"), log[-2000:]
+            seen += [line for line in log.splitlines() if line.startswith("INIT ")]
+    finally:
+        pool.close()
+    assert len(seen) == 120 and set(seen) == {"INIT b'bwrap' 'bwrap'"}, sorted(set(seen))
+
+
 ERRORS = {
     "exception": "import sys\nprint('out')\nraise ValueError('boom')\n",
     "exit-message": "import sys\nsys.exit('a message')\n",

@@ -526,19 +526,27 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None):  # noqa:
             signal.signal(sig, signal.SIG_DFL)
         except (OSError, ValueError):
             pass
+    # The init shows bubblewrap's command line, environment and name before the command exists: the
+    # command is pid 2 and may read /proc/1 at its first line. Presented after the fork, a command that
+    # got a core first under load could read the warm parent's command line there (seen 4 times in 400
+    # steps at load average 5).
+    init_argv = request.get("init_argv") or []
+    own_name = _name()
+    init_args = _present(init_argv, request.get("init_env") or {}, os.path.basename(init_argv[0])) if init_argv else None
     command = os.fork()
     if command == 0:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if init_args is not None:
+            _set_name(own_name)
+            global _INIT_ARGS
+            _INIT_ARGS = init_args  # unmapped once the command shows its own
         return
-    # what bubblewrap's init holds and shows: the step's output, its command line and environment
+    # what bubblewrap's init holds: the step's output
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
     _close_all_but(())
-    init_argv = request.get("init_argv") or []
-    if init_argv:
-        _present(init_argv, request.get("init_env") or {}, os.path.basename(init_argv[0]))
     while True:
         pid, wait_status = os.wait()
         if pid == command:
@@ -598,6 +606,9 @@ class _MmMap(ctypes.Structure):
 
 _LIBC.mmap.restype = ctypes.c_void_p
 _LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+# in a command's process: (address, size) of its init's command line and environment, inherited by the fork
+_INIT_ARGS = None
 _LIBC.sbrk.restype = ctypes.c_void_p
 _LIBC.sbrk.argtypes = [ctypes.c_long]
 PR_SET_NAME, PR_SET_MM, PR_SET_MM_MAP = 15, 35, 14
@@ -630,7 +641,17 @@ def _present(argv, env, name=None):
     _check(_LIBC.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.c_ulong(ctypes.addressof(layout)),
                        ctypes.c_ulong(ctypes.sizeof(layout)), 0), "prctl(PR_SET_MM_MAP)")
     if name is not None:
-        _check(_LIBC.prctl(PR_SET_NAME, ctypes.c_char_p(os.fsencode(name)[:15]), 0, 0, 0), "prctl(PR_SET_NAME)")
+        _set_name(name)
+    return address, size
+
+
+def _name():
+    with open("/proc/self/comm", "rb") as fh:
+        return os.fsdecode(fh.read().rstrip(b"\n"))
+
+
+def _set_name(name):
+    _check(_LIBC.prctl(PR_SET_NAME, ctypes.c_char_p(os.fsencode(name)[:15]), 0, 0, 0), "prctl(PR_SET_NAME)")
 
 
 def _close_all_but(keep):
@@ -662,6 +683,8 @@ def _become(request, stdout, stderr, status, dispositions):
     os.environ.clear()
     os.environ.update(request["env"])
     _present(request["orig_argv"], request["env"])
+    if _INIT_ARGS is not None:
+        _LIBC.munmap(_INIT_ARGS[0], _INIT_ARGS[1])
     script = request["script"]
     sys.argv[:] = request["argv"]
     sys.orig_argv[:] = request["orig_argv"]
