@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from . import devices, junit, schedule
+from .interrupts import SessionEndInterrupt
 from .progress import LiveDisplay
 from .compare.gate import SessionGate
 from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY,
@@ -49,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if bench is not None and not hasattr(config, "workerinput"):
         collector = ResultsCollector(config, bench)
         config.pluginmanager.register(collector, "fmlbench-results")
+        config.pluginmanager.register(SessionEndInterrupt(config, bench.settings.out_dir / "runs"),
+                                      "fmlbench-session-end-interrupt")
         if not config.getoption("collectonly"):
             config.pluginmanager.register(SessionGate(config, bench.settings.out_dir, lambda: collector.runs),
                                           "fmlbench-compare")

@@ -256,3 +256,38 @@ def test_live_display_held_back_loses_no_line(tmp_path):
         display.stop()
     assert [line.split(" -> ")[0] for line in written] == [
         "[fmlbench] toy[seed0] slurm job 7: done", "[fmlbench] toy[seed0] step 1/2 baseline"], written
+
+
+# a Ctrl-C that lands in a hook of the session's end, as one pressed there does
+CTRL_C_AT = '''
+import os, signal, time
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def {hook}(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+'''
+
+
+@pytest.mark.parametrize("hook, args", [("pytest_terminal_summary", ()), ("pytest_sessionfinish", ("-n", "2"))])
+def test_ctrl_c_while_the_session_ends_is_one_line_and_loses_no_run(pytester, toy, bench, hook, args):
+    """After the last item pytest no longer turns a Ctrl-C into its interrupted report: pressed while the
+    tables were scored (seen: importing torch for the exploration metrics) it ended Python with a
+    traceback of some 90 lines and a death by SIGINT."""
+    (pytester.path / "conftest.py").write_text(CTRL_C_AT.format(hook=hook))
+    result = bench("--agent=baseline", *args, "toy_task")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    assert "Traceback (most recent call last)" not in out, out
+    runs = pytester.path / "reports" / "fmlbench" / "runs"
+    lines = [line for line in out.splitlines() if line.startswith("[fmlbench] Ctrl-C")]
+    assert lines == [f"[fmlbench] Ctrl-C while the session ended: its summary was cut short; every run is recorded "
+                     f"under {runs}/ (the same command prints the tables from them again, so does "
+                     f"`fmlbench score {runs}`)"], out
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    assert load_record(pytester.path)["status"] == "finished"
+    (pytester.path / "conftest.py").unlink()
+    again = bench("--agent=baseline", "toy_task")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["*reused 1 finished run(s)*", "*Raw Performance*", "*Process-Level metrics*"])

@@ -459,7 +459,11 @@ def test_a_job_slurm_held_after_a_failed_launch_is_released_once_its_node_is_bac
     rerun.assert_outcomes(passed=1)
 
 
-def test_two_items_side_by_side_match_local_run(project: Path, bench) -> None:
+def test_two_items_side_by_side_match_local_run(project_alone: Path, bench) -> None:
+    """The cluster to this test alone: whether two jobs overlap depends on free CPUs, which other jobs on
+    the node take (seen: a session of three jobs beside it, and the second job started after the first
+    ended)."""
+    project = project_alone
     common = ("toy_task", "--agent=baseline", "--steps=2", "--seeds=2", "-o", "junit_family=xunit1")
     on_slurm = bench(*common, "--slurm", "--junitxml=slurm.xml")
     on_slurm.assert_outcomes(passed=2)

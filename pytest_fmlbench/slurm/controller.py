@@ -287,6 +287,8 @@ class SlurmController:
         if self.slurm.detach:
             return
         self.cancel_all()
+        if self.stop.is_set() and not self.cancelled:
+            return  # the items had ended: nothing ran to cancel, and the session's end says it was cut short
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             ids = ", ".join(self.cancelled) or "none running"
