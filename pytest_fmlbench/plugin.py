@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+# first, before the heavy imports below: a Ctrl-C from here on is kept, not discarded (interrupts.py)
+from .interrupts import SessionEndInterrupt, early_presses
+
+early_presses.hold()
+
 import threading
 from pathlib import Path
 
 import pytest
 
 from . import devices, junit, schedule
-from .interrupts import SessionEndInterrupt
 from .progress import LiveDisplay
 from .compare.gate import SessionGate
 from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY,
@@ -46,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
     bench = BenchConfig.from_pytest(config)
     config.stash[BENCH_KEY] = bench
     configure_slurm(config, bench)
+    # not a --slurm controller (that one took a kept Ctrl-C as its own): SIGINT as it was given
+    early_presses.release(take=False)
     # xdist workers report to the controller, which alone aggregates and prints
     if bench is not None and not hasattr(config, "workerinput"):
         collector = ResultsCollector(config, bench)

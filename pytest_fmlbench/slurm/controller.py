@@ -19,6 +19,7 @@ import submitit
 from submitit.core.utils import pickle_load
 
 from ..collect import EXECUTE_KEY, LIVE_KEY, TaskItem
+from ..interrupts import early_presses
 from ..progress import JOBS_DIR, LIVE_DIR
 from ..record import RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
@@ -61,10 +62,16 @@ class SlurmController:
         self.live_lock = threading.Lock()
         self.watcher: threading.Thread | None = None
         self.cancelled: list[str] = []
-        _make_interruptible()
+        # a Ctrl-C pressed while it started, kept: taken at the session's start, where pytest reports it
+        self.pressed_while_starting = _make_interruptible()
         # submitit warns on every sacct call of a cluster without accounting; states come from scontrol here
         logging.getLogger("submitit").setLevel(logging.ERROR)
         config.stash[EXECUTE_KEY] = self.run_item
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.pressed_while_starting:
+            raise KeyboardInterrupt
 
     # ---- submission, when the selection is known
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -370,7 +377,7 @@ class Watchdog:
         return text
 
 
-def _make_interruptible() -> None:
+def _make_interruptible() -> bool:
     """Ctrl-C must reach a controller that has jobs on a cluster, whatever its parent did to SIGINT.
 
     A disposition of "ignore" and a blocked SIGINT are inherited through fork and exec (a shell's
@@ -378,10 +385,14 @@ def _make_interruptible() -> None:
     after Ctrl-C and leave its jobs on the cluster.
     """
     if threading.current_thread() is not threading.main_thread():
-        return
+        return False
+    # a Ctrl-C pressed while SIGINT was still ignored, kept since the plugin was imported: returned, for the
+    # caller to take before anything is submitted (pytest reports an interrupt from the session's start on)
+    pressed = early_presses.release(take=True)
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    return pressed
 
 
 @contextlib.contextmanager
