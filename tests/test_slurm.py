@@ -581,6 +581,25 @@ def test_a_controller_started_with_sigint_ignored_and_blocked_still_takes_ctrl_c
     wait_for(lambda: not jobs_from(project), timeout=30, what="the session's jobs to leave the queue")
 
 
+def test_ctrl_c_pressed_again_and_again_at_a_terminal_cancels_every_job(project: Path, write_agent) -> None:
+    """A terminal sends Ctrl-C to its whole foreground process group, the Slurm commands the controller runs
+    included, and an impatient user presses it again while the jobs are being cancelled: neither may stop the
+    cancelling half-way (a scancel killed, or the controller's own wait for it broken off)."""
+    agent = write_agent(SLOW_AGENT, cls="Slow")
+    proc = start(project, "toy_task", f"--agent={agent}", "--steps=20", "--seeds=3", "--slurm")
+    wait_for(lambda: len(jobs_of(project)) == 3 and len(steps_of(project)) >= 1, what="three jobs, one step recorded")
+    for _ in range(60):  # a burst over ~1.5 s, as a held-down or hammered key gives
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            break
+        time.sleep(0.025)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED and "Traceback (most recent call last)" not in out, out
+    assert out.count("[fmlbench] Ctrl-C: cancelled this session's Slurm jobs (") == 1, out
+    wait_for(lambda: not jobs_from(project), timeout=30, what="the session's jobs to leave the queue")
+
+
 # pressed once the plugin is imported, before pytest_configure: a conftest of the rootdir is imported then
 CTRL_C_WHILE_STARTING = """
 import os, signal

@@ -35,7 +35,19 @@ def submitit_parameters() -> set[str]:
 
 
 def _run(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    # in a session of its own: a terminal's Ctrl-C goes to its whole foreground process group, and only the
+    # controller may take it (a scancel killed half-way leaves jobs on the cluster)
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+
+
+class SlurmExecutor(submitit.SlurmExecutor):
+    """submitit's, with sbatch in a session of its own: killed by a terminal's Ctrl-C after its request
+    reached Slurm, it would leave a job whose id nobody read. The controller takes that Ctrl-C once the id is
+    recorded."""
+
+    def _make_submission_command(self, submission_file_path) -> list[str]:
+        command = super()._make_submission_command(submission_file_path)
+        return ["setsid", "--wait", *command] if shutil.which("setsid") else command
 
 
 def partitions() -> list[str]:

@@ -126,9 +126,9 @@ class SlurmController:
             self.watcher = threading.Thread(target=self._watch, name="fmlbench-slurm", daemon=True)
             self.watcher.start()
 
-    def _executor(self) -> submitit.SlurmExecutor:
+    def _executor(self) -> cluster.SlurmExecutor:
         # the job runs this interpreter (same virtual environment, on the shared filesystem)
-        executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=3, python=sys.executable)
+        executor = cluster.SlurmExecutor(folder=self.folder, max_num_timeout=3, python=sys.executable)
         return executor
 
     def _spec(self, item: TaskItem) -> JobSpec:
@@ -287,7 +287,8 @@ class SlurmController:
     def cancel_all(self) -> None:
         ids = [job.job_id for job in self.jobs.values()
                if job.job_id not in self.cancelled and not job.paths.result_pickle.exists()]
-        cluster.cancel(ids)
+        with _presses_dropped():
+            cluster.cancel(ids)
         self.cancelled += ids
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
@@ -389,10 +390,31 @@ def _make_interruptible() -> bool:
     # a Ctrl-C pressed while SIGINT was still ignored, kept since the plugin was imported: returned, for the
     # caller to take before anything is submitted (pytest reports an interrupt from the session's start on)
     pressed = early_presses.release(take=True)
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None, signal.default_int_handler):
+        signal.signal(signal.SIGINT, _ctrl_c)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     return pressed
+
+
+def _ctrl_c(signum, frame) -> None:
+    """The first Ctrl-C ends the session; the presses after it are dropped. A terminal's repeat or an
+    impatient user would otherwise break off the cancelling of the jobs, or pytest's report of the first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _presses_dropped():
+    """While the session's jobs are cancelled: a second Ctrl-C (an impatient one) must not stop the cancelling
+    half-way, and the session ends anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
@@ -408,7 +430,7 @@ def _interrupt_deferred():
     finally:
         signal.signal(signal.SIGINT, previous)
         if pressed:
-            raise KeyboardInterrupt
+            _ctrl_c(signal.SIGINT, None)
 
 
 def _final(run_dir: Path, budget: dict) -> bool:
