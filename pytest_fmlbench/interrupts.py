@@ -10,13 +10,16 @@ controller takes a kept press as a Ctrl-C before it submits anything, and any ot
 ignored SIGINT back with the press dropped, as before. Only a press in the interpreter's and pytest's own
 start, before any plugin is imported (~0.2 s), is still discarded: no code of ours runs yet.
 
-**While the session ends.** pytest turns a Ctrl-C into its interrupted report only while it collects and runs items. After the last
-item the session still works for a while (here: scoring, the embedding model of the exploration
+**While the session ends.** pytest turns a Ctrl-C into its interrupted report only while it collects and
+runs items. After the last item the session still works for a while (here: scoring, the embedding model of the exploration
 metrics, the tables, the saved session, junit's file), and a Ctrl-C there used to end Python with a
 traceback of wherever it landed and a death by SIGINT. Here it ends as a Ctrl-C during the run does:
 every plugin hears it (pytest_keyboard_interrupt: the Slurm controller cancels what still runs), pytest
 prints its short interrupted report, the exit status is 2, and one line says what was cut short and
 where the runs are. The runs themselves were recorded as their items ended: nothing of them is lost.
+Once the session has ended (its summary printed, or cut short), later presses are dropped: pytest's own
+clean-up and the interpreter's exit have nothing to stop (a press there ended in a traceback of pytest's
+unconfigure and a death by SIGINT).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class SessionEndInterrupt:
         try:
             return (yield)
         except KeyboardInterrupt:
+            _drop_later_presses()
             session.exitstatus = pytest.ExitCode.INTERRUPTED
             self.config.hook.pytest_keyboard_interrupt(excinfo=pytest.ExceptionInfo.from_current())
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -81,3 +85,13 @@ class SessionEndInterrupt:
                     f"under {self.runs_dir}/ (the same command prints the tables from them again, so does "
                     f"`fmlbench score {self.runs_dir}`)", red=True, bold=True)
             return None
+        finally:
+            # the session's work is done: its items, their jobs, its summary. A Ctrl-C from here to the
+            # process's exit has nothing left to stop; it would only break off pytest's clean-up with a
+            # traceback and turn the session's exit status into a death by SIGINT
+            _drop_later_presses()
+
+
+def _drop_later_presses() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -291,3 +291,14 @@ def test_ctrl_c_while_the_session_ends_is_one_line_and_loses_no_run(pytester, to
     again = bench("--agent=baseline", "toy_task")
     again.assert_outcomes(passed=1)
     again.stdout.fnmatch_lines(["*reused 1 finished run(s)*", "*Raw Performance*", "*Process-Level metrics*"])
+
+
+def test_ctrl_c_once_the_session_has_ended_is_dropped(pytester, toy, bench):
+    """In pytest's clean-up (unconfigure) nothing is left to stop: a press there ended in a traceback of
+    pytest's unconfigure and a death by SIGINT, whatever the session's result."""
+    (pytester.path / "conftest.py").write_text(CTRL_C_AT.format(hook="pytest_unconfigure").replace("time.sleep(30)",
+                                                                                                "time.sleep(0.5)"))
+    result = bench("--agent=baseline", "toy_task")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK and "Traceback (most recent call last)" not in out, out
+    result.stdout.fnmatch_lines(["*Raw Performance*", "*1 passed*"])
