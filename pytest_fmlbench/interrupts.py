@@ -1,64 +1,121 @@
-"""Ctrl-C is never lost on the controller: neither before its --slurm controller takes SIGINT, nor while the
-session ends.
+"""Ctrl-C on a benchmark session's controller: never lost, never a traceback, from the plugin's import to
+the process's exit.
 
-**Before.** A controller started with SIGINT ignored (a shell's background job, a supervisor) takes SIGINT
-back when its Slurm controller is made, at configure: a second or so after start (plugins imported, options
-parsed, the cluster asked for its partitions). Until then the kernel discarded a Ctrl-C, and the session
-submitted its jobs and ran to the end (seen at random moments in the first 1.2 s). From this module's
-import on (first in plugin.py), an ignored SIGINT is caught and kept instead; at configure a --slurm
-controller takes a kept press as a Ctrl-C before it submits anything, and any other session gets its
-ignored SIGINT back with the press dropped, as before. Only a press in the interpreter's and pytest's own
-start, before any plugin is imported (~0.2 s), is still discarded: no code of ours runs yet.
+**While it starts.** From this module's import (first in plugin.py, ~0.2 s after start) to the session's
+start, a press is kept rather than acted on: it used to be discarded by the kernel where SIGINT was
+inherited ignored (a shell's background job, a supervisor: the session then submitted its jobs and ran to
+the end, seen in the first 1.2 s), or to end Python with a traceback of the plugin being imported. At the
+session's start a benchmark controller takes SIGINT whatever it was given (``take_ctrl_c``) and raises a
+kept press there, where pytest reports it, before anything is submitted or run; any other session gets
+SIGINT back as it was given (a kept press is raised there too, unless SIGINT was ignored).
+Only a press while Python and pytest alone start, before any plugin is imported, is still discarded where
+SIGINT was ignored: no code of ours runs yet.
 
-**While the session ends.** pytest turns a Ctrl-C into its interrupted report only while it collects and
-runs items. After the last item the session still works for a while (here: scoring, the embedding model of the exploration
+**While it runs.** The first press ends the session and later ones are dropped (``first_press_ends_session``):
+a terminal's repeat or an impatient user would otherwise break off the cancelling of Slurm jobs, or pytest's
+report of the first press.
+
+**While it ends.** pytest turns a Ctrl-C into its interrupted report only while it collects and runs items.
+After the last item the session still works for a while (scoring, the embedding model of the exploration
 metrics, the tables, the saved session, junit's file), and a Ctrl-C there used to end Python with a
-traceback of wherever it landed and a death by SIGINT. Here it ends as a Ctrl-C during the run does:
-every plugin hears it (pytest_keyboard_interrupt: the Slurm controller cancels what still runs), pytest
-prints its short interrupted report, the exit status is 2, and one line says what was cut short and
-where the runs are. The runs themselves were recorded as their items ended: nothing of them is lost.
-Once the session has ended (its summary printed, or cut short), later presses are dropped: pytest's own
-clean-up and the interpreter's exit have nothing to stop (a press there ended in a traceback of pytest's
-unconfigure and a death by SIGINT).
+traceback of wherever it landed and a death by SIGINT. Here it ends as a Ctrl-C during the run does: every
+plugin hears it (pytest_keyboard_interrupt: the Slurm controller cancels what still runs), pytest prints
+its short interrupted report, the exit status is 2, and one line says what was cut short and where the runs
+are. The runs themselves were recorded as their items ended: nothing of them is lost. Once the session has
+ended, later presses are dropped: pytest's own clean-up and the interpreter's exit have nothing to stop (a
+press there ended in a traceback of pytest's unconfigure and a death by SIGINT).
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 
+def _main_thread() -> bool:
+    # only the main thread may set a handler; pytest run from another thread keeps what it has
+    return threading.current_thread() is threading.main_thread()
+
+
 class _EarlyPresses:
     def __init__(self) -> None:
-        self.held = False
+        self.given = None  # SIGINT's handler as the process was given it, while held
         self.pressed = False
 
     def hold(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # only the main thread may set a handler; pytest run from a thread keeps what it has
-        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-            signal.signal(signal.SIGINT, self._press)
-            self.held = True
+        if _main_thread() and signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.default_int_handler):
+            self.given = signal.signal(signal.SIGINT, self._press)
 
     def _press(self, signum, frame) -> None:
         self.pressed = True
 
-    def release(self, take: bool) -> bool:
-        """Ends the hold: ``take`` (a --slurm controller) installs Python's Ctrl-C, otherwise SIGINT is ignored
-        again. Returns whether a press was kept that the caller must take as a Ctrl-C."""
-        if not self.held:
+    def release(self, take: bool = False) -> bool:
+        """Ends the hold, SIGINT as it was given. Returns whether a press was kept that is to be taken as a
+        Ctrl-C: always where ``take``, else unless SIGINT was given ignored."""
+        if self.given is None:
             return False
-        self.held = False
+        given, self.given = self.given, None
         if signal.getsignal(signal.SIGINT) == self._press:
-            signal.signal(signal.SIGINT, signal.default_int_handler if take else signal.SIG_IGN)
+            signal.signal(signal.SIGINT, given)
         pressed, self.pressed = self.pressed, False
-        return pressed and take
+        return pressed and (take or given != signal.SIG_IGN)
 
 
 early_presses = _EarlyPresses()
+
+
+def take_ctrl_c() -> bool:
+    """A benchmark controller takes Ctrl-C whatever its parent did to SIGINT: an ignored or blocked SIGINT is
+    inherited through fork and exec, and a controller started that way would run on after Ctrl-C and leave
+    its jobs on the cluster. Returns whether a press was kept while it started."""
+    pressed = early_presses.release(take=True)
+    if not _main_thread():
+        return pressed
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None, signal.default_int_handler):
+        signal.signal(signal.SIGINT, first_press_ends_session)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    return pressed
+
+
+def first_press_ends_session(signum, frame) -> None:
+    _drop_later_presses()
+    raise KeyboardInterrupt
+
+
+def _drop_later_presses() -> None:
+    if _main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _pytest_is_the_program() -> bool:
+    """``pytest`` or ``python -m pytest``, as opposed to pytest.main() called by a script or a notebook."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (spec is not None and spec.name in ("pytest", "pytest.__main__")) or Path(sys.argv[0]).name in (
+        "pytest", "py.test")
+
+
+class SessionStartInterrupt:
+    """On the controller (xdist's workers release the hold at configure). A benchmark session takes Ctrl-C at
+    its start; any other gets SIGINT back as it was given. A press kept until then is raised there, where
+    pytest reports it. Where pytest.main() was called by a program that goes on (a script, a notebook),
+    SIGINT is as that program had it again once pytest has cleaned up; pytest's own process exits with later
+    presses dropped (a held-down key reached the interpreter's exit)."""
+
+    def __init__(self, config: pytest.Config, benchmark: bool):
+        self.benchmark = benchmark
+        given = early_presses.given if early_presses.given is not None else signal.getsignal(signal.SIGINT)
+        if _main_thread() and given is not None and not _pytest_is_the_program():
+            # registered before pytest's own clean-ups, so run after them
+            config.add_cleanup(lambda: signal.signal(signal.SIGINT, given))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if take_ctrl_c() if self.benchmark else early_presses.release():
+            raise KeyboardInterrupt
 
 
 class SessionEndInterrupt:
@@ -90,8 +147,3 @@ class SessionEndInterrupt:
             # process's exit has nothing left to stop; it would only break off pytest's clean-up with a
             # traceback and turn the session's exit status into a death by SIGINT
             _drop_later_presses()
-
-
-def _drop_later_presses() -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # first, before the heavy imports below: a Ctrl-C from here on is kept, not discarded (interrupts.py)
-from .interrupts import SessionEndInterrupt, early_presses
+from .interrupts import SessionEndInterrupt, SessionStartInterrupt, early_presses
 
 early_presses.hold()
 
@@ -49,9 +49,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{mark}: {text}")
     bench = BenchConfig.from_pytest(config)
     config.stash[BENCH_KEY] = bench
+    if hasattr(config, "workerinput"):
+        early_presses.release()  # the controller takes Ctrl-C; a worker keeps SIGINT as it was given
+    else:
+        config.pluginmanager.register(SessionStartInterrupt(config, benchmark=bench is not None),
+                                      "fmlbench-session-start-interrupt")
     configure_slurm(config, bench)
-    # not a --slurm controller (that one took a kept Ctrl-C as its own): SIGINT as it was given
-    early_presses.release(take=False)
     # xdist workers report to the controller, which alone aggregates and prints
     if bench is not None and not hasattr(config, "workerinput"):
         collector = ResultsCollector(config, bench)

@@ -302,3 +302,14 @@ def test_ctrl_c_once_the_session_has_ended_is_dropped(pytester, toy, bench):
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.OK and "Traceback (most recent call last)" not in out, out
     result.stdout.fnmatch_lines(["*Raw Performance*", "*1 passed*"])
+
+
+def test_pytest_main_called_by_a_program_gives_its_ctrl_c_back(pytester, toy):
+    """The controller takes SIGINT for its session (and drops later presses once it ended); a script or a
+    notebook that called pytest.main() goes on, and its Ctrl-C must work again afterwards."""
+    (pytester.path / "driver.py").write_text(
+        "import signal, sys, pytest\n"
+        "code = pytest.main(['-p', 'no:cacheprovider', '-q', 'toy_task', '--agent=baseline'])\n"
+        "print('DRIVER', int(code), signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    result = pytester.run(sys.executable, "driver.py")
+    result.stdout.fnmatch_lines(["DRIVER 0 True"])

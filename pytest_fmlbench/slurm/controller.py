@@ -19,7 +19,7 @@ import submitit
 from submitit.core.utils import pickle_load
 
 from ..collect import EXECUTE_KEY, LIVE_KEY, TaskItem
-from ..interrupts import early_presses
+from ..interrupts import first_press_ends_session
 from ..progress import JOBS_DIR, LIVE_DIR
 from ..record import RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
@@ -62,16 +62,9 @@ class SlurmController:
         self.live_lock = threading.Lock()
         self.watcher: threading.Thread | None = None
         self.cancelled: list[str] = []
-        # a Ctrl-C pressed while it started, kept: taken at the session's start, where pytest reports it
-        self.pressed_while_starting = _make_interruptible()
         # submitit warns on every sacct call of a cluster without accounting; states come from scontrol here
         logging.getLogger("submitit").setLevel(logging.ERROR)
         config.stash[EXECUTE_KEY] = self.run_item
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.pressed_while_starting:
-            raise KeyboardInterrupt
 
     # ---- submission, when the selection is known
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -378,31 +371,6 @@ class Watchdog:
         return text
 
 
-def _make_interruptible() -> bool:
-    """Ctrl-C must reach a controller that has jobs on a cluster, whatever its parent did to SIGINT.
-
-    A disposition of "ignore" and a blocked SIGINT are inherited through fork and exec (a shell's
-    background job, a test runner's worker, a supervisor); a controller started that way would run on
-    after Ctrl-C and leave its jobs on the cluster.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    # a Ctrl-C pressed while SIGINT was still ignored, kept since the plugin was imported: returned, for the
-    # caller to take before anything is submitted (pytest reports an interrupt from the session's start on)
-    pressed = early_presses.release(take=True)
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None, signal.default_int_handler):
-        signal.signal(signal.SIGINT, _ctrl_c)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    return pressed
-
-
-def _ctrl_c(signum, frame) -> None:
-    """The first Ctrl-C ends the session; the presses after it are dropped. A terminal's repeat or an
-    impatient user would otherwise break off the cancelling of the jobs, or pytest's report of the first."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
 @contextlib.contextmanager
 def _presses_dropped():
     """While the session's jobs are cancelled: a second Ctrl-C (an impatient one) must not stop the cancelling
@@ -430,7 +398,7 @@ def _interrupt_deferred():
     finally:
         signal.signal(signal.SIGINT, previous)
         if pressed:
-            _ctrl_c(signal.SIGINT, None)
+            first_press_ends_session(signal.SIGINT, None)
 
 
 def _final(run_dir: Path, budget: dict) -> bool:
