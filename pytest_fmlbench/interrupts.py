@@ -114,7 +114,10 @@ class SessionStartInterrupt:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if take_ctrl_c() if self.benchmark else early_presses.release():
+        if self.benchmark:
+            if take_ctrl_c():
+                first_press_ends_session(signal.SIGINT, None)  # the presses after it (a held key) are dropped
+        elif early_presses.release():
             raise KeyboardInterrupt
 
 

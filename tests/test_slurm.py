@@ -605,6 +605,14 @@ CTRL_C_WHILE_STARTING = """
 import os, signal
 os.kill(os.getpid(), signal.SIGINT)
 """
+# and pressed again while pytest reports the first (a held-down key)
+AND_AGAIN = """
+import time
+
+def pytest_keyboard_interrupt(excinfo):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.2)
+"""
 
 
 @pytest.mark.parametrize("given", ["ignored", "default"])
@@ -613,7 +621,7 @@ def test_a_ctrl_c_while_a_controller_starts_is_kept_and_taken_before_anything_ru
     (the controller took SIGINT back only at configure) and the session submitted its jobs and ran to the
     end; with SIGINT as usual, Python ended with a traceback of the plugin being imported. A pytest session
     that is no benchmark keeps SIGINT as it was given: an ignored press stays ignored."""
-    (project / "conftest.py").write_text(CTRL_C_WHILE_STARTING)
+    (project / "conftest.py").write_text(CTRL_C_WHILE_STARTING + AND_AGAIN)
     (project / "test_plain.py").write_text("def test_plain():\n    pass\n")
     disposition = signal.SIG_IGN if given == "ignored" else signal.SIG_DFL
 
@@ -628,6 +636,7 @@ def test_a_ctrl_c_while_a_controller_starts_is_kept_and_taken_before_anything_ru
         assert interrupted.returncode == pytest.ExitCode.INTERRUPTED and "KeyboardInterrupt" in out, (args, out)
         assert "Traceback (most recent call last)" not in out and "step 1/" not in out, (args, out)
     assert not jobs_of(project) and not jobs_from(project)
+    (project / "conftest.py").write_text(CTRL_C_WHILE_STARTING)  # a plain session's second press is pytest's
     plain = run("test_plain.py")
     expected = pytest.ExitCode.OK if given == "ignored" else pytest.ExitCode.INTERRUPTED
     assert plain.returncode == expected and "Traceback (most recent call last)" not in plain.stdout + plain.stderr, (
