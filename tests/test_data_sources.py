@@ -313,3 +313,25 @@ def test_agent_code_cannot_read_the_bundled_originals_of_a_real_task(pytester, b
     assert record["sandbox"] == "bwrap" and record["integrity"] == "ok" and record["steps_used"] == 1
     # the harness, outside the sandbox, still built the data from the originals: the baseline's score
     assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
+
+
+def test_the_code_only_copies_are_removed_at_exit_also_when_a_ctrl_c_lands_there(tmp_path):
+    """A terminal's Ctrl-C reaches every process of its group (xdist's workers too): one that landed in the
+    removal at exit left the copies in the temporary folder, with a traceback of the removal."""
+    script = textwrap.dedent(f"""
+        import os, shutil, signal, sys, tempfile
+        tempfile.tempdir = {str(tmp_path)!r}
+        from pytest_fmlbench.isolation import package_data
+        remove = shutil.rmtree
+
+        def pressed_then_remove(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)
+            return remove(*args, **kwargs)
+
+        shutil.rmtree = pressed_then_remove
+        print(package_data._copies_root(), flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    root = Path(done.stdout.strip())
+    assert root.parent == tmp_path and not root.exists(), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

@@ -21,8 +21,10 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -176,8 +178,16 @@ def _visible(path: str) -> bool:
 @lru_cache(maxsize=1)
 def _copies_root() -> str:
     root = tempfile.mkdtemp(prefix="fmlbench-code-only-")
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    atexit.register(_remove_at_exit, root)
     return root
+
+
+def _remove_at_exit(root: str) -> None:
+    # a terminal's Ctrl-C reaches every process of its group, xdist's workers included: one that lands in
+    # this removal would leave the copies behind (and print a traceback of the removal)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @lru_cache(maxsize=None)
