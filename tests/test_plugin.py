@@ -309,6 +309,7 @@ def test_pytest_main_called_by_a_program_gives_its_ctrl_c_back(pytester, toy):
     notebook that called pytest.main() goes on, and its Ctrl-C must work again afterwards."""
     (pytester.path / "driver.py").write_text(
         "import signal, sys, pytest\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever this test's runner was given\n"
         "code = pytest.main(['-p', 'no:cacheprovider', '-q', 'toy_task', '--agent=baseline'])\n"
         "print('DRIVER', int(code), signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
     result = pytester.run(sys.executable, "driver.py")
