@@ -24,10 +24,17 @@ its short interrupted report, the exit status is 2, and one line says what was c
 are. The runs themselves were recorded as their items ended: nothing of them is lost. Once the session has
 ended, later presses are dropped: pytest's own clean-up and the interpreter's exit have nothing to stop (a
 press there ended in a traceback of pytest's unconfigure and a death by SIGINT).
+
+**Its exit status.** A press that pytest or this module handled ends the process with status 2, never by
+SIGINT: CPython marks a KeyboardInterrupt that leaves code run through ``PyRun_String`` as unhandled, even
+where it is caught further out, and ``python -m`` then ends by killing itself with SIGINT. A press that
+landed in pybind11's ``exec`` (optree's module init, imported with transformers for the exploration
+metrics) did that (``forget_handled_interrupt``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import sys
 import threading
@@ -91,6 +98,19 @@ def _drop_later_presses() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def forget_handled_interrupt() -> None:
+    """Clears CPython's mark of an unhandled KeyboardInterrupt once the session has handled its press.
+
+    The mark (``_Py_UnhandledKeyboardInterrupt``, later in ``_PyRuntime.signals``) is private. The CPythons
+    that set it when a KeyboardInterrupt leaves ``PyRun_String`` (3.11, this project's) also clear it as
+    code run through the public ``PyRun_SimpleString`` starts; the later ones set it only where the exception
+    leaves ``python -m``'s module, and running an empty string changes nothing there. A KeyboardInterrupt
+    that does escape pytest marks it again, so that Python still ends by SIGINT there."""
+    pythonapi = getattr(ctypes, "pythonapi", None)
+    if pythonapi is not None and sys.implementation.name == "cpython":
+        pythonapi.PyRun_SimpleString(b"")
+
+
 def _pytest_is_the_program() -> bool:
     """``pytest`` or ``python -m pytest``, as opposed to pytest.main() called by a script or a notebook."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
@@ -150,3 +170,4 @@ class SessionEndInterrupt:
             # process's exit has nothing left to stop; it would only break off pytest's clean-up with a
             # traceback and turn the session's exit status into a death by SIGINT
             _drop_later_presses()
+            forget_handled_interrupt()
