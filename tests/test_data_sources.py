@@ -335,3 +335,38 @@ def test_the_code_only_copies_are_removed_at_exit_also_when_a_ctrl_c_lands_there
     root = Path(done.stdout.strip())
     assert root.parent == tmp_path and not root.exists(), done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_copies_left_by_a_killed_process_are_removed_by_the_next_and_no_living_ones(tmp_path):
+    """A cancelled Slurm job ends killed (submitit bypasses scancel's SIGTERM, then Slurm sends SIGKILL), so
+    its exit handlers never ran: every cancelled job left its code-only copies in the node's /tmp."""
+    script = textwrap.dedent(f"""
+        import os, sys, tempfile, time
+        tempfile.tempdir = {str(tmp_path)!r}
+        from pytest_fmlbench.isolation import package_data
+        package_data.masks().binds()
+        print(package_data._copies_root(), flush=True)
+        if sys.argv[1] == "killed":
+            os.kill(os.getpid(), 9)
+        elif sys.argv[1] == "living":
+            time.sleep(120)
+    """)
+    killed = subprocess.run([sys.executable, "-c", script, "killed"], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    killed_root = Path(killed.stdout.strip())
+    assert killed_root.parent == tmp_path and list(killed_root.glob("folder-*")), killed.stderr
+    older = tmp_path / "fmlbench-code-only-without-owner"  # being made, or made by an older version
+    older.mkdir()
+    living = subprocess.Popen([sys.executable, "-c", script, "living"], stdout=subprocess.PIPE, text=True)
+    try:
+        # the killed one's lock is free: the next process removes its copies
+        living_root = Path(living.stdout.readline().strip())
+        assert living_root.parent == tmp_path and not killed_root.exists() and older.is_dir()
+        # and never a living one's
+        after = subprocess.run([sys.executable, "-c", script, "ends"], capture_output=True, text=True, timeout=120)
+        assert after.returncode == 0, after.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([living_root.name, older.name])
+        assert list(living_root.glob("folder-*"))
+    finally:
+        living.kill()
+        living.wait()

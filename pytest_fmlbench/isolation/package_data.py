@@ -17,6 +17,8 @@ Harness commands run outside the sandbox and read everything as before.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import importlib.util
 import os
 import re
@@ -175,11 +177,45 @@ def _visible(path: str) -> bool:
     return any(_under(path, tree) for tree in _visible_trees())
 
 
+_ROOT_PREFIX = "fmlbench-code-only-"
+# inside a process's copies root, locked (shared) by that process for its whole life: a root whose lock
+# anyone can take exclusively has lost its process
+_OWNER = ".owner"
+_owner_locks: list[int] = []  # held open, never read: closing one would free its lock
+
+
 @lru_cache(maxsize=1)
 def _copies_root() -> str:
-    root = tempfile.mkdtemp(prefix="fmlbench-code-only-")
+    _remove_copies_left_behind()
+    root = tempfile.mkdtemp(prefix=_ROOT_PREFIX)
+    owner = os.open(os.path.join(root, _OWNER), os.O_CREAT | os.O_RDONLY | os.O_CLOEXEC, 0o600)
+    fcntl.flock(owner, fcntl.LOCK_SH)
+    _owner_locks.append(owner)
     atexit.register(_remove_at_exit, root)
     return root
+
+
+def _remove_copies_left_behind() -> None:
+    """Removes the copies of this user's processes that ended without their exit handlers. A cancelled
+    Slurm job is one: submitit bypasses scancel's SIGTERM, then Slurm kills the job, so each cancelled job
+    left its copies in the node's /tmp. Liveness is a lock, not a pid, because a pid is meaningless
+    across the PID namespaces of containers that share one /tmp. A root without an owner file (one being
+    made, or one made before owners were recorded) is left alone."""
+    folder = tempfile.gettempdir()
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(_ROOT_PREFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+                continue
+            owner = os.open(os.path.join(entry.path, _OWNER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: its process lives
+                shutil.rmtree(entry.path, ignore_errors=True)
+            finally:
+                os.close(owner)
 
 
 def _remove_at_exit(root: str) -> None:
