@@ -89,6 +89,8 @@ def take_ctrl_c() -> bool:
 
 
 def first_press_ends_session(signum, frame) -> None:
+    # pytest's short report names where the press landed, not this handler
+    __tracebackhide__ = True
     _drop_later_presses()
     raise KeyboardInterrupt
 
