@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pytest
 
+from .terminal_lines import write_whole_line
+
 
 def _main_thread() -> bool:
     # only the main thread may set a handler; pytest run from another thread keeps what it has
@@ -159,10 +161,8 @@ class SessionEndInterrupt:
             self.config.hook.pytest_keyboard_interrupt(excinfo=pytest.ExceptionInfo.from_current())
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
-                reporter.ensure_newline()
-                if reporter._tw.width_of_current_line:
-                    reporter._tw.line()
-                reporter.write_line(
+                write_whole_line(
+                    reporter,
                     f"[fmlbench] Ctrl-C while the session ended: its summary was cut short; every run is recorded "
                     f"under {self.runs_dir}/ (the same command prints the tables from them again, so does "
                     f"`fmlbench score {self.runs_dir}`)", red=True, bold=True)

@@ -7,13 +7,13 @@ from .interrupts import SessionEndInterrupt, SessionStartInterrupt, early_presse
 
 early_presses.hold()
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from . import devices, junit, schedule
 from .progress import LiveDisplay
+from .terminal_lines import line_writer
 from .compare.gate import SessionGate
 from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY,
                       collect_task_directory, leave_out_unchosen_full_tasks)
@@ -96,22 +96,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     return devices.auto_workers(gpus_per_task=1)
 
-
-def line_writer(reporter):
-    """Writes a whole line of its own on pytest's terminal, from any thread: never after what the line already
-    holds. pytest's ensure_newline() knows only of its own file prefixes; under xdist the progress letters
-    and "[100%]" leave the line open without one, and a live line written then was glued to them."""
-    lock = threading.Lock()
-
-    def write_line(line: str) -> None:
-        with lock:
-            reporter.ensure_newline()
-            if reporter._tw.width_of_current_line:
-                reporter._tw.line()
-            reporter.write_line(line)
-            reporter.flush()
-
-    return write_line
 
 class ResultsCollector:
     """Controller-side: gathers run directories from reports (they cross xdist) and prints the tables."""

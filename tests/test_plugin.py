@@ -207,7 +207,7 @@ def test_a_live_line_starts_a_line_of_its_own_after_xdist_progress_letters(pytes
 
     from _pytest.terminal import TerminalReporter
 
-    from pytest_fmlbench.plugin import line_writer
+    from pytest_fmlbench.terminal_lines import line_writer
 
     out = io.StringIO()
     reporter = TerminalReporter(pytester.parseconfig(), out)
