@@ -22,14 +22,21 @@ def docs_client() -> str:
 def start(project, *args) -> tuple[subprocess.Popen, "queue.Queue[str]"]:
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agent=external", *args],
                             cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)  # the end of its output
+
+    threading.Thread(target=read, daemon=True).start()
     return proc, lines
 
 
 def announced(lines: "queue.Queue[str]", seen: list[str]) -> str:
     while True:
         line = lines.get(timeout=180)
+        assert line is not None, "the session ended before it waited for an agent:\n" + "".join(seen)
         seen.append(line)
         found = WAITING.search(line)
         if found:
@@ -38,11 +45,10 @@ def announced(lines: "queue.Queue[str]", seen: list[str]) -> str:
 
 def finish(proc: subprocess.Popen, lines: "queue.Queue[str]", seen: list[str]) -> str:
     proc.wait(timeout=300)
-    while True:
-        try:
-            seen.append(lines.get(timeout=5))
-        except queue.Empty:
-            return "".join(seen)
+    # every line it wrote, however slowly the reader gets to them on a busy machine
+    while (line := lines.get(timeout=300)) is not None:
+        seen.append(line)
+    return "".join(seen)
 
 
 def test_the_docs_client_is_short_and_uses_the_standard_library_alone():
