@@ -147,7 +147,10 @@ class Output:
 
     def finish(self, timeout: float = 120) -> tuple[int, str]:
         code = self.proc.wait(timeout=timeout)
-        self.reader.join(timeout=10)
+        # to the end of its output however slowly the reader gets there on a busy machine; a process the
+        # controller left behind holding its output open would keep the reader waiting
+        self.reader.join(timeout=300)
+        assert not self.reader.is_alive(), "the controller's output stayed open after it ended"
         return code, "".join(self.lines)
 
 
