@@ -210,7 +210,8 @@ def _remove_copies_left_behind() -> None:
         with contextlib.suppress(OSError):
             if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
                 continue
-            owner = os.open(os.path.join(entry.path, _OWNER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            owner = os.open(os.path.join(entry.path, _OWNER),
+                            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
                 fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: its process lives
                 shutil.rmtree(entry.path, ignore_errors=True)
