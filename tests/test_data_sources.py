@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import REPO, load_record
-from pytest_fmlbench import isolation
+from pytest_fmlbench import isolation, scratch
 from pytest_fmlbench.isolation import package_data
 from pytest_fmlbench.isolation.package_data import Resource, ResourceError
 from pytest_fmlbench.spec import TaskSpecError, load_task
@@ -138,7 +138,7 @@ def test_the_masks_come_after_every_bind_that_could_show_the_data_again(tmp_path
     descr = argv.index(_sklearn_file("datasets", "descr", "digits.rst"))
     assert argv[descr - 2:descr] == ["--ro-bind", "/dev/null"]
     last_bind = max(i for i, a in enumerate(argv) if a in ("--bind", "--ro-bind") and argv[i + 1] != "/dev/null"
-                    and not argv[i + 1].startswith(package_data._copies_root()))
+                    and not argv[i + 1].startswith(scratch.folder()))
     assert argv[last_bind + 1] == str(out)
     assert last_bind < digits_folder < argv.index("--remount-ro") and descr < argv.index("--remount-ro")
 
@@ -313,60 +313,3 @@ def test_agent_code_cannot_read_the_bundled_originals_of_a_real_task(pytester, b
     assert record["sandbox"] == "bwrap" and record["integrity"] == "ok" and record["steps_used"] == 1
     # the harness, outside the sandbox, still built the data from the originals: the baseline's score
     assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
-
-
-def test_the_code_only_copies_are_removed_at_exit_also_when_a_ctrl_c_lands_there(tmp_path):
-    """A terminal's Ctrl-C reaches every process of its group (xdist's workers too): one that landed in the
-    removal at exit left the copies in the temporary folder, with a traceback of the removal."""
-    script = textwrap.dedent(f"""
-        import os, shutil, signal, sys, tempfile
-        tempfile.tempdir = {str(tmp_path)!r}
-        from pytest_fmlbench.isolation import package_data
-        remove = shutil.rmtree
-
-        def pressed_then_remove(*args, **kwargs):
-            os.kill(os.getpid(), signal.SIGINT)
-            return remove(*args, **kwargs)
-
-        shutil.rmtree = pressed_then_remove
-        print(package_data._copies_root(), flush=True)
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    root = Path(done.stdout.strip())
-    assert root.parent == tmp_path and not root.exists(), done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-
-
-def test_copies_left_by_a_killed_process_are_removed_by_the_next_and_no_living_ones(tmp_path):
-    """A cancelled Slurm job ends killed (submitit bypasses scancel's SIGTERM, then Slurm sends SIGKILL), so
-    its exit handlers never ran: every cancelled job left its code-only copies in the node's /tmp."""
-    script = textwrap.dedent(f"""
-        import os, sys, tempfile, time
-        tempfile.tempdir = {str(tmp_path)!r}
-        from pytest_fmlbench.isolation import package_data
-        package_data.masks().binds()
-        print(package_data._copies_root(), flush=True)
-        if sys.argv[1] == "killed":
-            os.kill(os.getpid(), 9)
-        elif sys.argv[1] == "living":
-            time.sleep(120)
-    """)
-    killed = subprocess.run([sys.executable, "-c", script, "killed"], capture_output=True, text=True, timeout=120)
-    assert killed.returncode == -9, killed.stderr
-    killed_root = Path(killed.stdout.strip())
-    assert killed_root.parent == tmp_path and list(killed_root.glob("folder-*")), killed.stderr
-    older = tmp_path / "fmlbench-code-only-without-owner"  # being made, or made by an older version
-    older.mkdir()
-    living = subprocess.Popen([sys.executable, "-c", script, "living"], stdout=subprocess.PIPE, text=True)
-    try:
-        # the killed one's lock is free: the next process removes its copies
-        living_root = Path(living.stdout.readline().strip())
-        assert living_root.parent == tmp_path and not killed_root.exists() and older.is_dir()
-        # and never a living one's
-        after = subprocess.run([sys.executable, "-c", script, "ends"], capture_output=True, text=True, timeout=120)
-        assert after.returncode == 0, after.stderr
-        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([living_root.name, older.name])
-        assert list(living_root.glob("folder-*"))
-    finally:
-        living.kill()
-        living.wait()

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Callable
 
+from .. import scratch
 from .outcome import AgentOutcome, from_done
 from .protocol import VERSION
 from .serve import CLOSED, TIMED_OUT, Ended, serve
@@ -24,7 +24,7 @@ SOCKET_NAME = "agent.sock"
 
 
 def serve_one(dispatcher: Dispatcher, item: str, budget_s: float, announce: Callable[[str], None]):
-    folder = tempfile.mkdtemp(prefix="fmlbench-external-")
+    folder = scratch.mkdtemp(prefix="external-")
     path = os.path.join(folder, SOCKET_NAME)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -8,14 +8,14 @@ enter, outside the run directory and the task folder.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import scratch
 from ..isolation import Bind
 from ..stops import RunStopped
-from .working_copy import remove_tree
+from ..scratch import remove_tree
 
 GATEWAY_DIR_INSIDE = "/run/fmlbench"
 SOCKET_NAME = "llm.sock"
@@ -34,7 +34,7 @@ class GatewayBinding:
     def __init__(self, client: Any, start: Callable[[Any, Path], Any] | None = None):
         """``start(client, socket_path)`` returns a started gateway (``close()``, ``protocol``)."""
         self.client = client
-        self.folder = Path(tempfile.mkdtemp(prefix="fmlbench-gateway-"))
+        self.folder = Path(scratch.mkdtemp(prefix="gateway-"))
         self.socket_path = self.folder / SOCKET_NAME
         try:
             self.gateway = (start or start_gateway)(client, self.socket_path)

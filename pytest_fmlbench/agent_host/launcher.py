@@ -16,12 +16,12 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import isolation
+from .. import scratch
 from ..executor import CappedLog, die_with_harness, scrubbed_env, tail
 from ..isolation import limits
 
@@ -107,7 +107,7 @@ class AgentProcess:
               hide_data: tuple[str, ...]) -> tuple[list[str], dict[str, str], str]:
         extra = {name: os.environ[name] for name in _AGENT_ENV if os.environ.get(name)}
         if not self.sandboxed:
-            self._scratch = tempfile.mkdtemp(prefix="fmlbench-agent-")
+            self._scratch = scratch.mkdtemp(prefix="agent-")
             env = scrubbed_env({**extra, "TMPDIR": self._scratch})
             # the harness's own copy of this package first, whichever way the harness imported it
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_package_root()), env.get("PYTHONPATH")]))

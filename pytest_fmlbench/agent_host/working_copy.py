@@ -14,7 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .. import scratch
 from ..isolation import Bind, SandboxUnavailable
+from ..scratch import remove_tree
 from ..workspace import protected_paths
 
 WORKDIR_INSIDE = "/workspace"
@@ -29,12 +31,12 @@ class WorkingCopy:
     @classmethod
     def create(cls, source: Path, protected_globs: list[str], hidden: list[Path]) -> WorkingCopy:
         """A copy of ``source``; raises SandboxUnavailable where the temporary folder lies inside a hidden path."""
-        root = Path(tempfile.mkdtemp(prefix="fmlbench-workdir-"))
-        inside = [h for h in hidden if _under(root, h)]
-        if inside:
-            remove_tree(root)
-            raise SandboxUnavailable(f"the agent's working copy would be made in {root}, inside {inside[0]}, which "
-                                     "its sandbox must hide; point TMPDIR elsewhere")
+        where = Path(tempfile.gettempdir())
+        inside = [h for h in hidden if _under(where, h)]
+        if inside:  # checked before anything is made there
+            raise SandboxUnavailable(f"the agent's working copy would be made in {where}, inside {inside[0]}, "
+                                     "which its sandbox must hide; point TMPDIR elsewhere")
+        root = Path(scratch.mkdtemp(prefix="workdir-"))
         try:
             shutil.copytree(source, root / "workspace", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
             protected = protected_paths(root / "workspace", list(protected_globs))
@@ -52,25 +54,6 @@ class WorkingCopy:
 
     def close(self) -> None:
         remove_tree(self.root)
-
-
-def remove_tree(root: Path) -> None:
-    """Remove a folder a tool may have left unwritable (a chmod 000 folder, read-only files); links are
-    removed, never followed."""
-
-    def unlock(func, path, _exc) -> None:
-        for target in (os.path.dirname(path), path):
-            try:
-                if not os.path.islink(target):
-                    os.chmod(target, 0o700)
-            except OSError:
-                pass
-        try:
-            func(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(root, onerror=unlock)
 
 
 def _under(path: Path, folder: Path) -> bool:

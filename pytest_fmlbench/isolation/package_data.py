@@ -16,21 +16,16 @@ Harness commands run outside the sandbox and read everything as before.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import fcntl
 import importlib.util
 import os
 import re
 import shutil
-import signal
 import sys
-import tempfile
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
+from .. import scratch
 from . import mounts
 
 # data folders hidden from every experiment; a package that is not installed is skipped
@@ -125,7 +120,6 @@ class Masks:
             copy = _code_only_copy(folder)
             if not os.path.isdir(copy):  # a cleaner emptied the host's /tmp during a long session
                 _code_only_copy.cache_clear()
-                _copies_root.cache_clear()
                 copy = _code_only_copy(folder)
             args += ["--ro-bind", copy, folder]
         for path in self.files:
@@ -177,62 +171,12 @@ def _visible(path: str) -> bool:
     return any(_under(path, tree) for tree in _visible_trees())
 
 
-_ROOT_PREFIX = "fmlbench-code-only-"
-# inside a process's copies root, locked (shared) by that process for its whole life: a root whose lock
-# anyone can take exclusively has lost its process
-_OWNER = ".owner"
-_owner_locks: list[int] = []  # held open, never read: closing one would free its lock
-
-
-@lru_cache(maxsize=1)
-def _copies_root() -> str:
-    _remove_copies_left_behind()
-    root = tempfile.mkdtemp(prefix=_ROOT_PREFIX)
-    owner = os.open(os.path.join(root, _OWNER), os.O_CREAT | os.O_RDONLY | os.O_CLOEXEC, 0o600)
-    fcntl.flock(owner, fcntl.LOCK_SH)
-    _owner_locks.append(owner)
-    atexit.register(_remove_at_exit, root)
-    return root
-
-
-def _remove_copies_left_behind() -> None:
-    """Removes the copies of this user's processes that ended without their exit handlers. A cancelled
-    Slurm job is one: submitit bypasses scancel's SIGTERM, then Slurm kills the job, so each cancelled job
-    left its copies in the node's /tmp. Liveness is a lock, not a pid, because a pid is meaningless
-    across the PID namespaces of containers that share one /tmp. A root without an owner file (one being
-    made, or one made before owners were recorded) is left alone."""
-    folder = tempfile.gettempdir()
-    try:
-        entries = [e for e in os.scandir(folder) if e.name.startswith(_ROOT_PREFIX)]
-    except OSError:
-        return
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
-                continue
-            owner = os.open(os.path.join(entry.path, _OWNER),
-                            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: its process lives
-                shutil.rmtree(entry.path, ignore_errors=True)
-            finally:
-                os.close(owner)
-
-
-def _remove_at_exit(root: str) -> None:
-    # a terminal's Ctrl-C reaches every process of its group, xdist's workers included: one that lands in
-    # this removal would leave the copies behind (and print a traceback of the removal)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 @lru_cache(maxsize=None)
 def _code_only_copy(folder: str) -> str:
     """A private copy of ``folder`` with its sub-folders and code files only (one mount instead of one
     per data file: bubblewrap's cost grows with the number of mounts). Timestamps are kept, so the
     copied bytecode stays valid for the copied sources."""
-    copy = tempfile.mkdtemp(prefix="folder-", dir=_copies_root())
+    copy = scratch.mkdtemp(prefix="code-only-")
     for root, dirs, names in os.walk(folder):
         target = os.path.join(copy, os.path.relpath(root, folder))
         os.makedirs(target, exist_ok=True)
