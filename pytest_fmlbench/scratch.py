@@ -27,8 +27,6 @@ import threading
 PREFIX = "fmlbench-scratch-"
 OWNER_FILE = ".owner"
 _owner_locks: list[int] = []  # held open, never read: closing one would free its lock
-
-
 _folders: dict[str, str] = {}  # the temporary directory -> this process's scratch folder in it
 
 
@@ -45,8 +43,11 @@ def folder() -> str:
     if root is None or not os.path.isdir(root):  # or a cleaner emptied the host's /tmp during a long session
         remove_left_behind()
         root = _folders[where] = tempfile.mkdtemp(prefix=PREFIX, dir=where)
-        owner = os.open(os.path.join(root, OWNER_FILE), os.O_CREAT | os.O_RDONLY | os.O_CLOEXEC, 0o600)
+        # locked before it takes its name: another process's sweep never finds it unlocked
+        making = os.path.join(root, OWNER_FILE + ".making")
+        owner = os.open(making, os.O_CREAT | os.O_RDONLY | os.O_CLOEXEC, 0o600)
         fcntl.flock(owner, fcntl.LOCK_SH)
+        os.rename(making, os.path.join(root, OWNER_FILE))
         _owner_locks.append(owner)
         atexit.register(_remove_at_exit, root, os.getpid())
     return root

@@ -15,7 +15,6 @@ from typing import Any
 from .. import scratch
 from ..isolation import Bind
 from ..stops import RunStopped
-from ..scratch import remove_tree
 
 GATEWAY_DIR_INSIDE = "/run/fmlbench"
 SOCKET_NAME = "llm.sock"
@@ -39,7 +38,7 @@ class GatewayBinding:
         try:
             self.gateway = (start or start_gateway)(client, self.socket_path)
         except BaseException:
-            remove_tree(self.folder)
+            scratch.remove_tree(self.folder)
             raise
 
     def hello(self, sandboxed: bool) -> dict[str, Any]:
@@ -62,4 +61,4 @@ class GatewayBinding:
         try:
             self.gateway.close()
         finally:
-            remove_tree(self.folder)
+            scratch.remove_tree(self.folder)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from .. import scratch
 from ..isolation import Bind, SandboxUnavailable
-from ..scratch import remove_tree
 from ..workspace import protected_paths
 
 WORKDIR_INSIDE = "/workspace"
@@ -41,7 +40,7 @@ class WorkingCopy:
             shutil.copytree(source, root / "workspace", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
             protected = protected_paths(root / "workspace", list(protected_globs))
         except BaseException:
-            remove_tree(root)
+            scratch.remove_tree(root)
             raise
         return cls(root, protected)
 
@@ -53,7 +52,7 @@ class WorkingCopy:
         return binds
 
     def close(self) -> None:
-        remove_tree(self.root)
+        scratch.remove_tree(self.root)
 
 
 def _under(path: Path, folder: Path) -> bool:
