@@ -16,6 +16,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from leftover_processes import none_left_with
 import yaml
 
 import pytest_fmlbench.evalkit as evalkit
@@ -69,26 +71,6 @@ def _logs(project: Path, task: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log")))
 
 
-def _none_left_with(marker: str) -> bool:
-    """Whether no process with ``marker`` is left. A step's processes are killed as it ends and die when next
-    scheduled, which a busy machine delays; one that survived sleeps for 120 s, well past this wait."""
-    deadline = time.monotonic() + 30
-    while _host_processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return _host_processes_with(marker) == []
-
-
-def _host_processes_with(marker: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def _site_packages() -> set[str]:
     import site
 
@@ -111,7 +93,7 @@ def _assert_contained(project: Path, task: str, harness_file: Path, harness_befo
     assert harness_file.read_bytes() == harness_before
     assert "# patched" not in Path(evalkit.__file__).read_text()
     assert not _accepted(listener), "the experiment reached a loopback listener"
-    assert _none_left_with(marker), "a process the experiment started outlived its step"
+    assert none_left_with(marker), "a process the experiment started outlived its step"
     record = load_record(project, task)
     run_dir = next((project / "reports" / "fmlbench" / "runs" / task).glob("*"))
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]

@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from leftover_processes import none_left_with
 import yaml
 
 from conftest import DATA, load_record
@@ -218,26 +220,6 @@ def _step_logs(project: Path, task: str, pattern: str = "step_*_val.log") -> lis
     return [p.read_text() for p in sorted((run / "logs").glob(pattern))]
 
 
-def _none_left_with(marker: str) -> bool:
-    """Whether no process with ``marker`` is left. A step's processes are killed as it ends and die when next
-    scheduled, which a busy machine delays; one that survived sleeps for 120 s, well past this wait."""
-    deadline = time.monotonic() + 30
-    while _host_processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return _host_processes_with(marker) == []
-
-
-def _host_processes_with(marker: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def test_nothing_a_step_does_reaches_the_next(pytester, toy, bench):
     """Files in /tmp, /dev/shm, /var/tmp and $HOME, a System V shared memory segment, patched modules
     (numpy, this package, json, builtins), sys.path and import hooks, a signal handler, the collector,
@@ -259,7 +241,7 @@ def test_nothing_a_step_does_reaches_the_next(pytester, toy, bench):
     # generators start from fresh entropy in every step, never from what a step seeded
     assert draws["numpy_draw"] != left["numpy_draw_after_seed"]
     assert draws["random_draw"] != left["random_draw_after_seed"]
-    assert _none_left_with(marker), "a process of step 1 outlived its step"
+    assert none_left_with(marker), "a process of step 1 outlived its step"
     record = load_record(pytester.path)
     assert record["valid_steps"] == 2 and record["integrity"] == "ok"
 
