@@ -66,9 +66,20 @@ class Metric(_Strict):
         return a > b if self.direction == "higher" else a < b
 
 
+class BaselineTolerance(_Strict):
+    """How far a run of the unchanged baseline may land from the declared values on another machine."""
+
+    val: float = Field(ge=0)
+    test: float = Field(ge=0)
+
+
 class Baseline(_Strict):
     val: float
     test: float
+    tolerance: BaselineTolerance | None = Field(
+        None, description="how far the baseline's run may land from these values on a CPU other than the one "
+        "that measured them (kernels round differently from one instruction set to the next, and training "
+        "amplifies it), measured by scripts/baseline_spread.py; absent: every machine reproduces them exactly")
     source: Literal["measured", "paper"] = Field(
         "measured", description="measured: this project's baseline produced these values (on 'hardware' for a "
         "full-profile task); paper: the original FML-bench's published values, declared as a reference and not "

@@ -312,4 +312,5 @@ def test_agent_code_cannot_read_the_bundled_originals_of_a_real_task(pytester, b
     spec = load_task(pytester.path / task / "task.yaml").spec
     assert record["sandbox"] == "bwrap" and record["integrity"] == "ok" and record["steps_used"] == 1
     # the harness, outside the sandbox, still built the data from the originals: the baseline's score
-    assert record["test_metric"] == pytest.approx(spec.baseline.test, abs=1e-9)
+    room = spec.baseline.tolerance.test if spec.baseline.tolerance else 0.0  # another CPU's kernels round otherwise
+    assert record["test_metric"] == pytest.approx(spec.baseline.test, rel=0, abs=max(1e-9, room))

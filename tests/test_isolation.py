@@ -21,6 +21,7 @@ from leftover_processes import none_left_with
 import yaml
 
 import pytest_fmlbench.evalkit as evalkit
+from pytest_fmlbench import isolation
 from conftest import REPO, junit_props, load_record
 from isolation_attacks import COMBINED, agent_source, payload
 
@@ -269,3 +270,14 @@ def test_an_interpreter_the_sandbox_cannot_see_is_one_line_before_any_step(pytes
     assert record["status"] == "error" and "cannot start the experiment's interpreter" in record["error"]
     [run_dir] = (pytester.path / "reports/fmlbench/runs/toy_task").iterdir()
     assert not (run_dir / "steps.jsonl").exists() or not (run_dir / "steps.jsonl").read_text().strip()
+
+
+def test_variables_pinning_the_numeric_kernels_reach_experiments_and_keys_do_not():
+    """A user who pins MKL, oneDNN, ATen or numpy to one instruction set (to compare numbers across machines)
+    gets that pin in the experiments; the allowlist lets nothing else through on their account."""
+    pins = {"MKL_CBWR": "COMPATIBLE", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "NPY_DISABLE_CPU_FEATURES": "AVX512F",
+            "OPENBLAS_CORETYPE": "Haswell"}
+    env = isolation.sandbox_env({**pins, "OPENAI_API_KEY": SECRET_KEY, "MKL_LICENSE_TOKEN": SECRET_KEY})
+    assert {name: env.get(name) for name in pins} == pins
+    assert SECRET_KEY not in env.values()

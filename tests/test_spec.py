@@ -28,6 +28,13 @@ def test_the_toy_spec_loads(task_dir):
     task = load_task(task_dir / "task.yaml")
     assert task.spec.metric.direction == "higher"
     assert task.spec.knobs.space["epochs"].type == "int"
+    assert task.spec.baseline.tolerance is None  # a task reproduces its baseline exactly unless it says otherwise
+
+
+def test_a_baseline_declares_how_far_other_cpus_may_land(task_dir):
+    path = mutate(task_dir, lambda r: r["baseline"].update(tolerance={"val": 0.02, "test": 0.0}))
+    tolerance = load_task(path).spec.baseline.tolerance
+    assert (tolerance.val, tolerance.test) == (0.02, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -44,6 +51,9 @@ def test_the_toy_spec_loads(task_dir):
         (lambda r: r["knobs"].update(file="train.py"), "knobs", "not an editable file"),
         (lambda r: r.update(surprise=1), "surprise", "Extra inputs are not permitted"),
         (lambda r: r["knobs"]["space"]["lr"].update(low=0), "knobs.space.lr", "low > 0"),
+        (lambda r: r["baseline"].update(tolerance={"val": -0.1, "test": 0.1}), "baseline.tolerance.val",
+         "greater than or equal to 0"),
+        (lambda r: r["baseline"].update(tolerance={"val": 0.1}), "baseline.tolerance.test", "Field required"),
     ],
 )
 def test_malformed_spec_is_one_line(task_dir, change, field, problem):

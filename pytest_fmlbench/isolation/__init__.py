@@ -134,6 +134,10 @@ _ENV_ALLOW = {
     "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUBLAS_WORKSPACE_CONFIG",
     "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    # which instruction set the numeric libraries' kernels use: their rounding differs from one to the next,
+    # so a user who pins them (to compare numbers across machines) must pin them in the experiments too
+    "ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+    "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE",
 }
 _ENV_ALLOW_PREFIXES = ("LC_", "FMLBENCH_EXPERIMENT_")
 

@@ -52,18 +52,26 @@ def assert_markers(task: SmallTask) -> None:
     assert ("lite" in task.spec.markers) == (original in LITE)
 
 
-def assert_scores_are_the_baseline(task: SmallTask, record: dict) -> None:
-    """The record is whole and its validation, final validation and test values are the declared baseline's."""
+def assert_baseline_values(task: SmallTask, val: float, test: float) -> None:
+    """A run of the unchanged baseline scored the declared values: to 1e-9, or within the tolerance the task
+    declares for CPUs other than the one that measured them (docs/task-format.md)."""
     baseline = task.spec.baseline
+    tolerance = baseline.tolerance
+    assert val == pytest.approx(baseline.val, rel=0, abs=max(1e-9, tolerance.val if tolerance else 0.0))
+    assert test == pytest.approx(baseline.test, rel=0, abs=max(1e-9, tolerance.test if tolerance else 0.0))
+
+
+def assert_scores_are_the_baseline(task: SmallTask, record: dict) -> None:
+    """The record is whole, its validation and test values are the declared baseline's, and its final
+    validation run (the same code in a fresh workspace, on the same machine) is the step's to the last digit."""
     assert record["integrity"] == "ok" and record["status"] == "finished", record.get("error")
-    assert record["best_val"] == pytest.approx(baseline.val, rel=0, abs=1e-9)
-    assert record["final_val"] == pytest.approx(baseline.val, rel=0, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(baseline.test, rel=0, abs=1e-9)
+    assert_baseline_values(task, record["best_val"], record["test_metric"])
+    assert record["final_val"] == pytest.approx(record["best_val"], rel=0, abs=1e-9)
     assert all(outcome["ok"] for outcome in record["test_constraints"]), record["test_constraints"]
 
 
 def assert_baseline_reproduces(task: SmallTask, pytester, bench) -> dict:
-    """The baseline agent's one-step run, selected by the task's markers, scores exactly the values task.yaml
+    """The baseline agent's one-step run, selected by the task's markers, scores the values task.yaml
     declares; returns its record."""
     task.copy(pytester)
     selected = " and ".join(["small", *task.spec.markers])
@@ -152,7 +160,7 @@ def assert_planted_pickle_never_runs(task: SmallTask, pytester, bench, write_age
                                      key: str, refusal: str, **probe) -> Path:
     """The attack, then a pickle planted as the experiment's ``output`` (a dict whose ``key`` unpickles into
     code): the evaluator refuses it with ``refusal`` in the step's error and never runs it, and the run falls
-    back to the baseline code, which scores exactly its declared values. Returns the run's folder."""
+    back to the baseline code, which scores its declared values. Returns the run's folder."""
     marker = pytester.path / "evaluator_ran_agent_code"
     monkeypatch.setenv("FMLBENCH_EXPERIMENT_MARKER", str(marker))
     extra = probe.pop("extra", "") + PLANTED_PICKLE.replace("OUTPUT", repr(output)).replace("KEY", repr(key))
@@ -161,10 +169,8 @@ def assert_planted_pickle_never_runs(task: SmallTask, pytester, bench, write_age
     step = json.loads((run / "steps.jsonl").read_text().splitlines()[0])
     assert refusal in step["error"], step["error"]
     assert not marker.exists()  # the evaluator refused the pickle instead of running it
-    baseline = task.spec.baseline
     assert record["integrity"] == "ok" and record["test_on_baseline"] is True
-    assert record["final_val"] == pytest.approx(baseline.val, rel=0, abs=1e-9)
-    assert record["test_metric"] == pytest.approx(baseline.test, rel=0, abs=1e-9)
+    assert_baseline_values(task, record["final_val"], record["test_metric"])
     return run
 
 

@@ -40,7 +40,10 @@ model = make_model(len(pop["vocab"]))
 load_model(model, str(REFERENCE_DIR / "full_model.safetensors"))
 for split in ("val", "test"):
     ratios = truth_ratios(model, pop[split + "_items"], pop["vocab"])
-    np.testing.assert_allclose(ratios, reference["full_model"][split], rtol=1e-6)
+    # float32 inference rounds differently from one CPU's kernels to the next: pinning MKL, oneDNN and ATen to
+    # other instruction sets here moved the ratios by up to 3.5e-6 (scripts/baseline_spread.py's variants);
+    # weights scaled by 1 + 1e-4 noise move them by 1e-3
+    np.testing.assert_allclose(ratios, reference["full_model"][split], rtol=1e-5)
     assert len(reference["retain_model"][split]) == len(ratios)
 print("reference ok")
 """
