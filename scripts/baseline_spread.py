@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-_NO_AVX512 = ("AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR")
+_NO_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
 
 # name -> (environment, xdist workers); two workers give each experiment one thread (as CI), one gives two
 VARIANTS: dict[str, tuple[dict[str, str], int]] = {
@@ -114,8 +115,6 @@ def round_up(x: float) -> float:
 
 def write_tolerance(path: Path, val: float, test: float) -> None:
     """Set the baseline's tolerance in task.yaml's one-line baseline mapping, keeping the rest of the file."""
-    import re
-
     text = path.read_text()
     line = re.search(r"^baseline: \{(.*)\}$", text, re.MULTILINE)
     if not line:
