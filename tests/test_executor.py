@@ -108,3 +108,30 @@ def test_worker_gpu_assignment(monkeypatch):
         assert "CUDA_VISIBLE_DEVICES" not in devices.experiment_env(1)
     finally:
         devices.visible_gpus.cache_clear()
+
+
+def test_closing_a_step_s_group_ends_what_is_left_in_it_and_removes_it(tmp_path):
+    """What a step left in its control group (a process that ignores SIGTERM and one that takes its time
+    to end) is killed, and the group's folders are gone once close returns."""
+    import signal
+    import subprocess
+
+    import pytest
+
+    from pytest_fmlbench import isolation
+
+    try:
+        group = isolation.step_limits(256, 64, False)
+    except isolation.limits.LimitsUnavailable as exc:
+        pytest.skip(str(exc))
+    if group.backend == "rlimit":
+        pytest.skip("no control group here: rlimits bound a step")
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    procs = [subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE, preexec_fn=group.enter)
+             for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout.readline() == b"ready\n"
+    assert all(str(proc.pid) in (group.dirs[-1] / "cgroup.procs").read_text().split() for proc in procs)
+    group.close()
+    assert [proc.wait(timeout=5) for proc in procs] == [-signal.SIGKILL] * 2
+    assert not any(directory.exists() for directory in group.dirs)

@@ -328,11 +328,6 @@ class _Job:
         self.filename = filename
 
 
-# how long this parent waits, after serving a command, before it forks the next one's process: the
-# command just started gets the CPU first
-_SPARE_AFTER_S = 0.05
-
-
 def _serve(control, dispositions, made):
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)
@@ -341,10 +336,13 @@ def _serve(control, dispositions, made):
     parent = os.getpid()
     # the next command's process, forked while this parent is idle so that a request costs no fork:
     # (pid, the socket its request goes to). It is a fork of this same image, made before the request
-    # as any fork is, and it has done nothing but wait for it.
+    # as any fork is, and it has done nothing but wait for it. It is forked once no command of this
+    # parent runs: the harness sends one command at a time, so the next request comes after that, and
+    # a fork (some 10 ms of CPU copying this image's page tables) made while a command starts or ends
+    # competes with it for the CPU
     spare = None
     while True:
-        events = poller.poll(None if spare is not None else _SPARE_AFTER_S * 1000)
+        events = poller.poll(None if spare is not None or children else 0)
         if not events:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             pid = os.fork()
