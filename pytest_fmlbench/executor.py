@@ -113,7 +113,13 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
     limit = None
     proc = launcher(group) if launcher is not None else None
     if proc is not None:
-        shown = f"[warm] {shown or '$ ' + shlex.join(argv)}"
+        ahead = "[built ahead] " if getattr(proc, "built_ahead", False) else ""
+        shown = f"[warm] {ahead}{shown or '$ ' + shlex.join(argv)}"
+        if getattr(proc, "group", group) is not group:
+            # it runs in the group it was built in, ahead of this call: that one bounds it
+            if group is not None:
+                group.close()
+            group = proc.group
     sink = CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
     errors = _HeadTail(STDERR_KEEP_CHARS * 4)
 

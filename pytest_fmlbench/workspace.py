@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,9 +217,7 @@ class Workspace:
         """
         spec = self.task.spec
         out = self.out_dir(split)
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
+        _emptied(out)
         if split == "test":
             prep = self._harness("prepare", "test", out, f"{log_prefix}_prepare_test")
             if not prep.ok:
@@ -336,3 +336,19 @@ def blocked_lines(log: Path, keep: int = 10) -> list[str]:
         return []
     found = list(dict.fromkeys(m.group(0).strip()[:300] for m in _BLOCKED.finditer(text)))
     return found[:keep]
+
+
+def _emptied(folder: Path) -> None:
+    """``folder`` made empty (or made). An existing folder stays the same folder (the same inode): the
+    sandbox of a step built ahead of its request binds it; one replaced would be another folder."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    # the last experiment may have taken its own rights away (it owns the folder inside its sandbox)
+    os.chmod(folder, stat.S_IMODE(folder.stat().st_mode) | stat.S_IRWXU)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)

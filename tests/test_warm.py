@@ -545,6 +545,14 @@ def test_a_warm_command_s_cpu_time_is_reported(tmp_path):
     assert hot.cpu_s >= 0.3 and cold.cpu_s is None, (cold.cpu_s, hot.cpu_s)
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has: only its parent's wait is left)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
@@ -588,3 +596,108 @@ def test_a_sandbox_that_does_not_start_means_one_cold_command(tmp_path):
         proc.stderr.close()
     finally:
         pool.close()
+
+
+# -- a step built ahead of its request ---------------------------------------------------------------
+
+
+def _steps(task_dir: Path, root: Path, count: int, between=None, lines: list[str] | None = None):
+    """``count`` sandboxed val runs of ``task_dir``'s runner in one workspace and one pool, as a search
+    runs them (``out`` emptied in place); ``between(ws, step)`` runs before each step but the first.
+    Their (result, log text), and the pool's counts of steps built ahead that were used and discarded."""
+    from pytest_fmlbench.workspace import _emptied
+
+    task = load_task(task_dir / "task.yaml")
+    logs = root / "logs"
+    pool = _pool(task, root, logs, lines)
+    done = []
+    try:
+        ws = Workspace.create(task, root / "search", scrubbed_env({}), logs, True, pool)
+        for step in range(count):
+            if step and between is not None:
+                between(ws, step)
+            out = ws.out_dir("val")
+            _emptied(out)
+            result = ws.experiment("val", out, f"step{step}")
+            done.append((result, (logs / f"step{step}.log").read_text()))
+    finally:
+        pool.close()
+    return done, pool.ahead_used, pool.ahead_discarded
+
+
+def test_a_step_built_ahead_sees_what_a_cold_step_sees(tmp_path):
+    """Once a step has ended, the next one's sandbox, control group, init and command process are built
+    while nothing waits for them; the request then only says go. That step sees what a cold one sees."""
+    task = _task_with_runner(tmp_path, INTROSPECT)
+    cold, cold_log = _experiment(task, tmp_path / "run", use_warm=False)
+    lines: list[str] = []
+    steps, used, discarded = _steps(task, tmp_path / "run", 3, lines=lines)
+    assert cold.ok and all(result.ok for result, _ in steps), [log[-2000:] for _, log in steps]
+    assert (used, discarded) == (2, 0) and lines == []
+    assert not steps[0][1].startswith("[warm] [built ahead]")
+    for _, log in steps[1:]:
+        assert log.startswith("[warm] [built ahead] [sandbox: bwrap] $ "), log[:200]
+        before, after = _probe(cold_log), _probe(log)
+        assert {key: (before[key], after[key]) for key in before if before[key] != after.get(key)} == {}
+        assert after["pid"] == 2 and after["ppid"] == 1 and after["pids"] == [1, 2]
+        assert after["proc_1_cmdline"][0] == "bwrap" and after["shm"] == after["home"] == after["var_tmp"] == []
+
+
+def test_what_changed_since_a_step_was_built_ahead_reaches_it(tmp_path):
+    """Built before the agent's next edit, a step sees that edit: the workspace is bound as a folder. A
+    file the sandbox binds by itself that was replaced since (a protected file, ``out``) would show the
+    old one there: that step is discarded and built afresh, as is one whose request differs."""
+    runner = ("import sys, pathlib\nimport algorithm\n"
+              "sys.stderr.write(f'SEES {algorithm.MARK} {pathlib.Path(\"data/extra.txt\").read_text()}\\n')\n")
+    task = _task_with_runner(tmp_path, runner)
+    (task / "workspace" / "algorithm.py").write_text("MARK = 0\n")
+    (task / "workspace" / "data" / "extra.txt").write_text("first")
+
+    def change(ws, step):
+        edited = ws.path / "algorithm.py.new"
+        edited.write_text(f"MARK = {step}\n")
+        os.replace(edited, ws.path / "algorithm.py")  # as an editor saves: a new file under the old name
+        if step == 2:
+            # in a protected folder, bound read-only as a folder: seen as it is now
+            (ws.path / "data" / "extra.txt").write_text("second")
+            # protected, bound read-only by itself: the same text under a new inode (a restore, say)
+            runner = ws.path / "train.py"
+            copy = ws.path / "train.py.new"
+            shutil.copy2(runner, copy)
+            os.replace(copy, runner)
+
+    steps, used, discarded = _steps(task, tmp_path / "run", 4, between=change)
+    seen = [re.search(r"^SEES .*$", log, re.MULTILINE).group(0) for _, log in steps]
+    assert seen == ["SEES 0 first", "SEES 1 first", "SEES 2 second", "SEES 3 second"], seen
+    ahead = [log.startswith("[warm] [built ahead]") for _, log in steps]
+    assert ahead == [False, True, False, True] and (used, discarded) == (2, 1)
+
+
+def test_closing_the_pool_ends_a_step_built_ahead(tmp_path):
+    """A step built ahead that no request takes (the last of a search) holds processes, a control group
+    and a bubblewrap holder: closing the run's pool ends and removes them all, and none of its code ran."""
+    marker = f"fmlbench-ahead-{uuid.uuid4().hex}"
+    task = _task_with_runner(tmp_path, f"import sys\nsys.stderr.write('RAN {marker}\\n')\n")
+    loaded = load_task(task / "task.yaml")
+    pool = _pool(loaded, tmp_path, tmp_path / "logs")
+    try:
+        ws = Workspace.create(loaded, tmp_path / "search", scrubbed_env({"FMLBENCH_TEST_MARK": marker}),
+                              tmp_path / "logs", True, pool)
+        result = ws.experiment("val", ws.out_dir("val"), "step0")
+        assert result.ok and f"RAN {marker}" in result.output_tail
+        ahead = pool.ahead["experiment"]
+        ahead.thread.join()
+        assert ahead.failure is None, ahead.failure
+        group_dirs = list(ahead.group.dirs) if hasattr(ahead.group, "dirs") else []
+        built = [pid for pid in _children(ahead.pid)] + [ahead.pid]
+        assert all(Path(f"/proc/{pid}").exists() for pid in built)
+    finally:
+        pool.close()
+    assert none_left_with(str(tmp_path / "search")), "a process built ahead outlived the pool"
+    deadline = time.monotonic() + 30
+    while any(map(_running, built)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_running, built)), built
+    assert not any(directory.exists() for directory in group_dirs)
+    logs = sorted(p.name for p in (tmp_path / "logs").glob("step*"))
+    assert logs == ["step0.log"], logs

@@ -61,6 +61,14 @@ class StepGroup:
     """One step's control group(s): created before the experiment starts, removed after it ends."""
 
     backend = "none"
+    # what ``create`` made it from, for ``fresh``
+    made: tuple[LimitSpec, bool] | None = None
+
+    def fresh(self) -> StepGroup:
+        """A new, empty group with this one's limits (for the next step)."""
+        if self.made is None:
+            raise LimitsUnavailable("this group was not made by limits.create")
+        return create(*self.made)
 
     def enter(self) -> None:
         """Runs in the child between fork and exec: move it into the group or apply rlimits."""
@@ -280,7 +288,10 @@ def create(spec: LimitSpec, gpus: bool = False) -> StepGroup:
     """A fresh group for one step, with ``spec`` applied."""
     kind = backend()
     if kind == "cgroup2":
-        return _V2(_v2_parent()).create(spec)
-    if kind == "cgroup1":
-        return _V1(*_v1_parents()).create(spec)
-    return _RlimitStep(spec, gpus)
+        group = _V2(_v2_parent()).create(spec)
+    elif kind == "cgroup1":
+        group = _V1(*_v1_parents()).create(spec)
+    else:
+        group = _RlimitStep(spec, gpus)
+    group.made = (spec, gpus)
+    return group

@@ -51,6 +51,31 @@ child that stays outside the step's PID namespace reports the exit to the harnes
 Harness commands run from their own warm parent, started with ``-s -E -B`` like them and importing
 only what the harness's own code imports (pristine code; never the experiments' parent).
 
+The next command, built ahead of its request
+--------------------------------------------
+A search repeats the same requests: the same validation command in the same workspace, then the same
+evaluator. Once a command has ended, the pool builds the next one like it in a thread, while the
+harness and the agent do other things: for an experiment, a fresh bubblewrap sandbox built with the
+same arguments, a fresh control group with the same limits, the child that joins them, the
+namespace's init and the process that becomes the command, which sets up everything of the request
+that is not the script's own (descriptors, working directory, environment, ``sys.argv``, what
+``/proc`` shows) and reports ``ready``. While it waits for ``go`` it copies the pages it shares with
+the parent (present in its private writable mappings; at most a quarter of the step's memory limit
+and 1 GiB), so that the command's writes to them cost no copy in its own time: without this, every
+first write to a shared page (a reference count, an allocator's free list) is a copy-on-write fault
+in the middle of the command. When the request comes and matches it exactly (the same request, the
+same bubblewrap arguments and limits, and every path bubblewrap binds still the same file or folder:
+a file replaced since would show its old self inside), the harness says go and the script starts;
+otherwise what was built is discarded, unrun, and the request served as above. A run's end discards
+what is left. ``out`` is emptied in place between steps (``workspace._emptied``), not replaced, so
+that the sandbox built ahead binds the folder the step uses.
+
+What such a step sees that one built on request does not: its processes, its sandbox and its
+``/tmp`` were made earlier (their start and creation times), and its memory is its own copy already.
+Nothing of the previous step reaches it: it is built after that step's namespace has ended, from the
+same clean parent, and nothing of the command runs before go (the workspace's modules are imported
+by the script).
+
 The parent imports on the host, not in a sandbox (a sandboxed parent could not enter the steps'
 sandboxes, which are no descendants of its user namespace; bubblewrap inside bubblewrap cannot mount
 /proc). So that its imports could not have gone otherwise inside, an audit hook refuses, while they
@@ -109,6 +134,9 @@ READY_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 60.0
 # from a command's exit report to the exit of the process that reported it
 EXIT_GRACE_S = 1.0
+# a command built ahead copies at most this much of the parent's memory as its own before its request
+# (and at most a quarter of its memory limit)
+OWN_PAGES_MAX = 1 << 30
 # from a closed parent's exit to the end of its output
 LOG_DRAIN_S = 5.0
 _MODULE_SUFFIXES = tuple(sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True))
@@ -382,16 +410,22 @@ class CommandUsage:
 
 
 class WarmProcess:
-    """A command forked from a warm parent, with what run_command uses of a Popen."""
+    """A command forked from a warm parent, with what run_command uses of a Popen. ``group`` is the
+    control group it runs in (for a step built ahead, not the one run_command made); ``on_end`` is
+    called once it has ended and whatever reported its end is gone."""
 
-    def __init__(self, pid: int, stdout, stderr, status: _StatusLines, holder: _Holder | None):
+    def __init__(self, pid: int, stdout, stderr, status: _StatusLines, holder: _Holder | None,
+                 group: StepGroup | None = None, on_end: Callable[[], None] | None = None):
         self.pid = pid
         self.stdout = stdout
         self.stderr = stderr
         self.returncode: int | None = None
         self.usage: CommandUsage | None = None
+        self.group = group
+        self.built_ahead = False
         self._status = status
         self._holder = holder
+        self._on_end = on_end
 
     def wait(self, timeout: float | None = None) -> int:
         while self.returncode is None:
@@ -413,6 +447,9 @@ class WarmProcess:
         if self._holder is not None:
             self._holder.reap()
             self._holder = None
+        if self._on_end is not None:
+            on_end, self._on_end = self._on_end, None
+            on_end()
         return self.returncode
 
     def poll(self) -> int | None:
@@ -487,6 +524,123 @@ def script_command(argv: list[str], flags: tuple[str, ...], cwd: Path) -> tuple[
     return os.path.abspath(os.path.join(cwd, script)), argv[len(head):]
 
 
+# -- a command built ahead of its request -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _AheadKey:
+    """Everything a sandboxed command's request is made of, but its control group's own paths."""
+
+    kind: str
+    request: str                     # the request, as JSON with sorted keys
+    bwrap: tuple[str, ...]           # the holder's bubblewrap arguments
+    limits: tuple | None             # the control group's (LimitSpec, gpus), if it has one
+
+
+_BINDS = ("--bind", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try", "--bind-try")
+
+
+def _identities(bwrap: tuple[str, ...]) -> tuple:
+    """(device, inode) of every path bubblewrap binds: a sandbox built ahead shows the files and folders
+    that were there when it was built, which a file replaced since (same path, new inode) is not."""
+    found = []
+    for i, arg in enumerate(bwrap[:-1]):
+        if arg in _BINDS:
+            try:
+                info = os.stat(bwrap[i + 1])
+                found.append((info.st_dev, info.st_ino))
+            except OSError:
+                found.append(None)
+    return tuple(found)
+
+
+class _Ahead:
+    """The next command, built in a thread once a command has ended, on the guess that the next request
+    repeats it (the next validation step of a search, its evaluator). Its process has done all that
+    comes before the script (for an experiment: the sandbox, the control group, the namespace's init),
+    then waits for ``go``. A request it does not match discards it."""
+
+    def __init__(self, key: _AheadKey, rebuild: tuple):
+        self.key = key
+        self.rebuild = rebuild  # (parent, request, bwrap, cwd, holder_env)
+        self.identities: tuple | None = None
+        self.group: StepGroup | None = None
+        self.holder: _Holder | None = None
+        self.pid: int | None = None
+        self.status: _StatusLines | None = None
+        self.out_r = self.err_r = self.start_w = -1
+        self.failure: str | None = None
+        self.thread = threading.Thread(target=self._build, name="fmlbench-warm-ahead", daemon=True)
+
+    def _build(self) -> None:
+        parent, request, bwrap, cwd, holder_env = self.rebuild
+        child_ends: list[int] = []
+        go_w = -1
+        try:
+            # before the sandbox binds them: a path replaced in between reads as another identity
+            self.identities = _identities(self.key.bwrap)
+            own_up_to = OWN_PAGES_MAX
+            if self.key.limits is not None:
+                from .limits import create
+
+                self.group = create(*self.key.limits)
+                own_up_to = min(own_up_to, self.key.limits[0].memory_bytes // 4)
+                request = {**request, **self.group.warm_entry()}
+            start_r, self.start_w = os.pipe()
+            self.out_r, out_w = os.pipe()
+            self.err_r, err_w = os.pipe()
+            status_r, status_w = os.pipe()
+            self.status = _StatusLines(status_r)
+            child_ends = [out_w, err_w, status_w]
+            if bwrap is not None:
+                self.holder = _Holder(bwrap, cwd, holder_env)
+                go_r, go_w = os.pipe()
+                child_ends.append(go_r)
+            child_ends.append(start_r)
+            self.pid = parent.spawn({**request, "ahead": True, "own_up_to": own_up_to}, child_ends)
+            for fd in child_ends:
+                os.close(fd)
+            child_ends = []
+            if self.holder is not None:
+                self.holder.ready()
+                os.write(go_w, f"{self.holder.pid}\n".encode())
+                os.close(go_w)
+                go_w = -1
+            while (line := self.status.next(START_TIMEOUT_S)) != "ready":
+                if line == "joined" and self.holder is not None:
+                    self.holder.release()
+                else:
+                    raise _Refused(f"the command built ahead did not get ready ({line or 'ended'})")
+            if self.holder is not None:
+                self.holder.reap()
+                self.holder = None
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the request is served as before
+            self.failure = f"{type(exc).__name__}: {exc}"
+            for fd in (*child_ends, go_w):
+                if fd >= 0:
+                    os.close(fd)
+
+    def discard(self) -> None:
+        """End what was built (nothing of a command ran in it) and release it all. After the thread."""
+        if self.start_w >= 0:
+            os.close(self.start_w)  # its command's process ends without running anything
+            self.start_w = -1
+        for fd in (self.out_r, self.err_r):
+            if fd >= 0:
+                os.close(fd)
+        self.out_r = self.err_r = -1
+        if self.group is not None:
+            self.group.close()
+            self.group = None
+        if self.status is not None:
+            while self.status.next(EXIT_GRACE_S) not in ("", None):
+                pass
+            self.status.close()
+        if self.holder is not None:
+            self.holder.reap()
+            self.holder = None
+
+
 # -- the pool of one run ------------------------------------------------------------------------------
 
 
@@ -503,11 +657,24 @@ class WarmPool:
     parents: dict[ParentKey, WarmParent] = field(default_factory=dict)
     off: dict[str, str] = field(default_factory=dict)   # kind -> why its commands start cold
     told: set[str] = field(default_factory=set)
+    # kind -> its next step, built ahead of the request on the guess that it repeats the last one
+    ahead: dict[str, _Ahead] = field(default_factory=dict)
+    ahead_used: int = 0
+    ahead_discarded: int = 0
+    closed: bool = False
+    _ahead_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def close(self) -> None:
+        with self._ahead_lock:
+            self.closed = True
+            built, self.ahead = list(self.ahead.values()), {}
+        # first the parents: their end ends every process of a step built ahead, waiting or not
         for parent in self.parents.values():
             parent.close()
         self.parents.clear()
+        for ahead in built:
+            ahead.thread.join()
+            ahead.discard()
 
     def _say(self, line: str) -> None:
         """Once per line: to the session's log, and to the run's ``logs/warm_start.log``."""
@@ -568,15 +735,23 @@ class WarmPool:
         if shadowed:
             raise _Refused(f"{Path(script).parent} holds module(s) {', '.join(shadowed)} that the warm parent "
                            "has imported from elsewhere")
+        request = {"mode": "sandbox" if bwrap is not None else "plain", "script": script, "argv": script_argv,
+                   "orig_argv": argv, "cwd": str(cwd), "env": env, "ns_pid": None,
+                   # what the sandbox's init shows in a cold start: bubblewrap, as the cold command runs it
+                   "init_argv": cold_bwrap, "init_env": holder_env}
+        then = None
+        if group is None or group.made is not None:
+            key = _AheadKey(kind, json.dumps(request, sort_keys=True), tuple(bwrap or ()),
+                            group.made if group is not None else None)
+            built = self._take_ahead(key)
+            if built is not None:
+                return built
+            then = self._ahead_builder(key, parent, request, bwrap, cwd, holder_env)
         holder = _Holder(bwrap, cwd, holder_env) if bwrap is not None else None
         # in sandbox mode the child is spawned while bubblewrap builds the sandbox: it joins the step's
         # control group meanwhile, then reads the holder's pid on this pipe once the sandbox is ready
         go_r, go_w = os.pipe() if holder else (None, None)
-        request = {"mode": "sandbox" if holder else "plain", "script": script, "argv": script_argv,
-                   "orig_argv": argv, "cwd": str(cwd), "env": env, "ns_pid": None,
-                   # what the sandbox's init shows in a cold start: bubblewrap, as the cold command runs it
-                   "init_argv": cold_bwrap, "init_env": holder_env,
-                   **(group.warm_entry() if group is not None else {})}
+        request = {**request, **(group.warm_entry() if group is not None else {})}
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -606,7 +781,50 @@ class WarmPool:
         if failure is not None:
             self._abandon(status, out_r, err_r, holder)
             self._turn_off(kind, failure)
-        return WarmProcess(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), status, holder)
+        return WarmProcess(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), status, holder, group, then)
+
+    # -- the next step, built ahead of its request ---------------------------------------------------
+
+    def _take_ahead(self, key: _AheadKey) -> WarmProcess | None:
+        """The step built ahead for ``key``, started; None (and what was built for another request
+        discarded) if there is none."""
+        with self._ahead_lock:
+            ahead = self.ahead.pop(key.kind, None)
+        if ahead is None:
+            return None
+        ahead.thread.join()
+        if ahead.failure is None and ahead.key == key and ahead.identities == _identities(ahead.key.bwrap):
+            os.write(ahead.start_w, b"go\n")
+            os.close(ahead.start_w)
+            ahead.start_w = -1
+            if self._await_start(ahead.status, None) is None:
+                self.ahead_used += 1
+                out_r, err_r, ahead.out_r, ahead.err_r = ahead.out_r, ahead.err_r, -1, -1
+                then = self._ahead_builder(key, *ahead.rebuild)
+                started = WarmProcess(ahead.pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), ahead.status, None,
+                                      ahead.group, then)
+                started.built_ahead = True
+                return started
+        ahead.discard()
+        self.ahead_discarded += 1
+        return None
+
+    def _ahead_builder(self, key: _AheadKey, parent: WarmParent, request: dict, bwrap: list[str], cwd: Path,
+                       holder_env: dict[str, str]) -> Callable[[], None]:
+        """What builds the next step like this one, once this one has ended."""
+
+        def build() -> None:
+            with self._ahead_lock:
+                if self.closed or key.kind in self.off:
+                    return
+                ahead = _Ahead(key, (parent, request, bwrap, cwd, holder_env))
+                stale, self.ahead[key.kind] = self.ahead.get(key.kind), ahead
+                ahead.thread.start()
+            if stale is not None:
+                stale.thread.join()
+                stale.discard()
+
+        return build
 
     @staticmethod
     def _abandon(status: _StatusLines, out_r: int, err_r: int, holder: _Holder | None) -> None:

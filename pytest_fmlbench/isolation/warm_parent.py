@@ -10,13 +10,16 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
 * harness -> parent, first: ``{"imports": [[module, [from-names]], ...], "optional": bool, "guard": {...}|null}``
 * parent -> harness: the ready report (what was imported, and what would make forking it unsafe)
 * harness -> parent, per command: ``{"mode": "sandbox"|"plain", "script", "argv", "orig_argv", "cwd", "env",
-  "ns_pid", "cgroup_procs", "rlimits"}`` with fds [stdout, stderr, status], in sandbox mode also [go]:
-  a pipe on which the harness writes the pid of the process holding the step's sandbox once it is ready
-  (``ns_pid`` null), or which it closes unwritten if the sandbox did not start
+  "ns_pid", "cgroup_procs", "rlimits", "ahead"}`` with fds [stdout, stderr, status], in sandbox mode then
+  [go]: a pipe on which the harness writes the pid of the process holding the step's sandbox once it is
+  ready (``ns_pid`` null), or which it closes unwritten if the sandbox did not start. With ``ahead``
+  (a command built before its request) last [start]: the command's process gets everything ready, reports
+  ``ready`` and waits for ``go`` on that pipe before its script begins; an end without it (the harness
+  discarded the step) ends the process and nothing of the script runs
 * parent -> harness: ``{"pid": N}`` (the child's pid on the host) or ``{"error": "..."}``
 * on the status socket: ``joined`` (sandbox mode: the child is in the step's sandbox, whose holder the
   harness may now let go), ``started`` (the next thing this process runs is the command's script),
-  ``failed REASON`` (the mechanism failed; no code of the command ran), ``exit CODE USER_S SYSTEM_S
+  ``ready`` (ahead: waiting for ``go``), ``failed REASON`` (the mechanism failed; no code of the command ran), ``exit CODE USER_S SYSTEM_S
   MINOR_FAULTS`` (the code as subprocess reports it, in sandbox mode as bubblewrap reports its command's
   exit; then the command's CPU time and page faults, in sandbox mode with its namespace's init's). The command itself never holds
   the status socket: it could otherwise write any of these lines.
@@ -331,7 +334,9 @@ class _Job:
 def _serve(control, dispositions, made):
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)
-    children = {}  # pidfd -> (pid, status fd the parent reports the exit on, or None)
+    # pidfd -> (pid, status fd the parent reports the exit on or None, whether it waits for its request's
+    # "go": a step built ahead, which runs nothing until then)
+    children = {}
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     parent = os.getpid()
     # the next command's process, forked while this parent is idle so that a request costs no fork:
@@ -342,7 +347,8 @@ def _serve(control, dispositions, made):
     # competes with it for the CPU
     spare = None
     while True:
-        events = poller.poll(None if spare is not None or children else 0)
+        running = any(not ahead for _, _, ahead in children.values())
+        events = poller.poll(None if spare is not None or running else 0)
         if not events:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             pid = os.fork()
@@ -356,7 +362,7 @@ def _serve(control, dispositions, made):
             continue
         for fd, _ in events:
             if fd != control.fileno():
-                pid, status = children.pop(fd)
+                pid, status, _ = children.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
                 _, wait_status, usage = os.wait4(pid, 0)
@@ -371,7 +377,7 @@ def _serve(control, dispositions, made):
             if not message:
                 os._exit(0)  # the harness is gone
             request = json.loads(message)
-            stdout, stderr, status, *go = fds
+            stdout, stderr, status, *more = fds
             pid = None
             if spare is not None:
                 pid, channel = spare
@@ -389,16 +395,16 @@ def _serve(control, dispositions, made):
                     pidfds = list(children)
                     children = None
                     return _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap,
-                                  parent, go[0] if go else None)
+                                  parent, *_go_and_start(request, more))
             pidfd = os.pidfd_open(pid)
             control.send(json.dumps({"pid": pid}).encode())
-            for fd in (stdout, stderr, *go):
+            for fd in (stdout, stderr, *more):
                 os.close(fd)
             if request["mode"] == "sandbox":
                 # the child reports its own exit: nothing the command chose ever comes back to this process
                 os.close(status)
                 status = None
-            children[pidfd] = (pid, status)
+            children[pidfd] = (pid, status, bool(request.get("ahead")))
             poller.register(pidfd, select.POLLIN)
 
 
@@ -418,9 +424,17 @@ def _spare(channel, control, dispositions, made, last_cap, parent):
     channel.close()
     if not message:
         os._exit(0)
-    stdout, stderr, status, *go = fds
-    return _child(json.loads(message), stdout, stderr, status, None, [], dispositions, made, last_cap, parent,
-                  go[0] if go else None)
+    stdout, stderr, status, *more = fds
+    request = json.loads(message)
+    return _child(request, stdout, stderr, status, None, [], dispositions, made, last_cap, parent,
+                  *_go_and_start(request, more))
+
+
+def _go_and_start(request, more):
+    """The go pipe (sandbox mode) and the start pipe (a command built ahead: the last one), or None."""
+    start = more[-1] if request.get("ahead") else None
+    go = more[0] if request["mode"] == "sandbox" else None
+    return go, start
 
 
 def _exit_line(wait_status, usage):
@@ -435,7 +449,8 @@ def _report(fd, line):
         pass  # the harness stopped listening: it has killed the step
 
 
-def _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent, go=None):
+def _child(request, stdout, stderr, status, control, pidfds, dispositions, made, last_cap, parent, go=None,
+           start=None):
     """In the forked child: become the command (plain mode), or enter the step's sandbox first.
 
     Whatever goes wrong before the command's script starts is reported as ``failed`` and ends the
@@ -453,13 +468,13 @@ def _child(request, stdout, stderr, status, control, pidfds, dispositions, made,
         os.setsid()
         _join_limits(request)
         if request["mode"] == "sandbox":
-            _enter_sandbox(request, stdout, stderr, status, last_cap, go)  # returns in the command's process only
+            _enter_sandbox(request, stdout, stderr, status, last_cap, go, start)  # returns in the command's process only
             for path, mode in made:
                 try:
                     os.mkdir(path, mode)
                 except FileExistsError:
                     pass
-        return _become(request, stdout, stderr, status, dispositions)
+        return _become(request, stdout, stderr, status, dispositions, start)
     except BaseException as exc:  # noqa: BLE001 - anything before the script starts is the mechanism's
         _report(status, f"failed {type(exc).__name__}: {exc}"[:500].replace("\n", " "))
         os._exit(0)
@@ -480,7 +495,7 @@ def _join_limits(request):
         resource.setrlimit(which, (soft, hard))
 
 
-def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None):  # noqa: C901 - one sequence, in order
+def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=None):  # noqa: C901 - one sequence, in order
     """Join the namespaces of the step's bubblewrap sandbox (built by the harness with the step's own
     arguments), then make the command the second process of a fresh PID namespace, as bubblewrap does.
 
@@ -505,8 +520,8 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None):  # noqa:
     _check(_LIBC.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWCGROUP), "unshare")
     init = os.fork()
     if init != 0:
-        os.close(stdout)
-        os.close(stderr)
+        for fd in (stdout, stderr, *([start] if start is not None else [])):
+            os.close(fd)
         # nothing left to do here that needs a privilege
         _drop_privileges(last_cap)
         _prctl(PR_SET_DUMPABLE, 0)
@@ -662,8 +677,66 @@ def _close_all_but(keep):
                 pass
 
 
-def _become(request, stdout, stderr, status, dispositions):
-    """This process is the command from here on: what a fresh interpreter running the script would hold."""
+_LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MADV_POPULATE_WRITE = 23
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_PRESENT = 1 << 63
+_OWN_CHUNK = 512  # pages between two looks at the start pipe: a millisecond or two of copying
+
+
+def _own_pages(start, up_to):
+    """Make this process's own copy of the parent's pages it holds, while it waits for ``go``: every
+    write to a page it still shares (a reference count, an allocator's free list) would otherwise
+    copy it then, in the command's own time (thousands of faults a step). Only pages present in
+    private writable mappings, at most ``up_to`` bytes of them (the copies count against the step's
+    memory limit, as a cold interpreter's imports would); stops at once when ``go`` comes."""
+    runs, total = [], 0
+    try:
+        with open("/proc/self/maps") as maps, open("/proc/self/pagemap", "rb") as pagemap:
+            for line in maps:
+                parts = line.split(None, 5)
+                if not parts[1].startswith("rw") or parts[1][3] != "p":
+                    continue
+                low, high = (int(x, 16) for x in parts[0].split("-"))
+                pagemap.seek(low // _PAGE * 8)
+                entries = struct.unpack(f"{(high - low) // _PAGE}Q", pagemap.read((high - low) // _PAGE * 8))
+                first = None
+                for i, entry in enumerate((*entries, 0)):
+                    if entry & _PRESENT:
+                        if first is None:
+                            first = i
+                    elif first is not None:
+                        runs.append((low + first * _PAGE, i - first))
+                        total += i - first
+                        first = None
+    except (OSError, struct.error, ValueError):
+        return
+    if total * _PAGE > up_to:
+        return
+    for address, pages in runs:
+        for offset in range(0, pages, _OWN_CHUNK):
+            if select.select([start], [], [], 0)[0]:
+                return
+            if _LIBC.madvise(address + offset * _PAGE, min(_OWN_CHUNK, pages - offset) * _PAGE,
+                             MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == errno.EINVAL:
+                return  # a kernel older than 5.14
+
+
+def _started(start):
+    """Whether the harness said ``go`` (rather than closing the pipe: the step built ahead is not used)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(start, 64)
+        if not chunk:
+            return False
+        data += chunk
+    os.close(start)
+    return data == b"go\n"
+
+
+def _become(request, stdout, stderr, status, dispositions, start=None):
+    """This process is the command from here on: what a fresh interpreter running the script would hold.
+    With ``start`` (a step built ahead), it waits there for ``go`` before anything of the script's own."""
     _prctl(PR_SET_DUMPABLE, 1)
     os.chdir(request["cwd"])
     null = os.open("/dev/null", os.O_RDONLY)
@@ -672,7 +745,7 @@ def _become(request, stdout, stderr, status, dispositions):
     os.dup2(stderr, 2)
     for fd in {null, stdout, stderr} - {0, 1, 2}:
         os.close(fd)
-    _close_all_but((status,))
+    _close_all_but((status,) if start is None else (status, start))
     for sig, handler in dispositions.items():
         try:
             signal.signal(sig, handler)
@@ -687,6 +760,11 @@ def _become(request, stdout, stderr, status, dispositions):
     sys.argv[:] = request["argv"]
     sys.orig_argv[:] = request["orig_argv"]
     sys.path[0:0] = [os.path.dirname(os.path.realpath(script))]
+    if start is not None:
+        _report(status, "ready")
+        _own_pages(start, request.get("own_up_to") or 0)
+        if not _started(start):
+            os._exit(0)  # discarded: nothing of the command ran
     # The import system's finders cached this parent's listing of every folder on sys.path. They stay
     # right here: a finder lists its folder again whenever the folder's mtime changed, and a folder
     # the sandbox shows differently (a masked data folder, a parent of the bound trees) is another
