@@ -176,7 +176,7 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         proc.wait()
         if group is not None:
             limit = limit or group.tripped()
-            group.close()
+            group.close(wait=not getattr(proc, "ended_whole", False))
         for reader in readers:
             reader.join(timeout=5.0)
         sink.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from leftover_processes import none_left_with
+from leftover_processes import host_processes_with, none_left_with
 import yaml
 
 from conftest import DATA, load_record
@@ -701,3 +701,35 @@ def test_closing_the_pool_ends_a_step_built_ahead(tmp_path):
     assert not any(directory.exists() for directory in group_dirs)
     logs = sorted(p.name for p in (tmp_path / "logs").glob("step*"))
     assert logs == ["step0.log"], logs
+
+
+LEAVES_A_DAEMON = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a daemon: its parent is gone, the namespace's init inherits it
+        os.execv(sys.executable, [sys.executable, "-c", "import time\\ntime.sleep(60)", "MARKER"])
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+def test_nothing_of_a_step_runs_once_its_end_is_reported(tmp_path, monkeypatch):
+    """A sandboxed step's end is reported by its namespace's init once it has killed and reaped every
+    other process there: when the harness reads that report, a daemon the command left is gone already,
+    in a step built on request and in one built ahead."""
+    marker = f"fmlbench-daemon-{uuid.uuid4().hex}"
+    task = _task_with_runner(tmp_path, LEAVES_A_DAEMON.replace("MARKER", marker))
+    alive_at_end = []
+    real_wait = warm.WarmProcess.wait
+
+    def wait(self, timeout=None):
+        code = real_wait(self, timeout)
+        alive_at_end.append(host_processes_with(marker))
+        return code
+
+    monkeypatch.setattr(warm.WarmProcess, "wait", wait)
+    steps, used, _ = _steps(task, tmp_path / "run", 3)
+    assert all(result.ok for result, _ in steps) and used == 2
+    assert len(alive_at_end) >= 3 and not any(alive_at_end), alive_at_end
+    assert none_left_with(marker)

@@ -12,9 +12,11 @@ exempts uid 0 from ``RLIMIT_NPROC``, so a fork storm would go unbounded.
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -85,8 +87,10 @@ class StepGroup:
     def kill_all(self, sig: int = signal.SIGKILL) -> None:
         """Signal every process still in the group (it may have escaped the process group)."""
 
-    def close(self) -> None:
-        """Kill what is left and remove the group."""
+    def close(self, wait: bool = True) -> None:
+        """Kill what is left and remove the group; with ``wait`` off, a thread removes it once what is
+        left has ended (for a step whose own processes are known to be gone: only the harness's own
+        ones, which reported the step's end, may still be ending)."""
 
 
 @dataclass
@@ -133,7 +137,11 @@ class _CgroupStep(StepGroup):
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        if not wait:
+            self.kill_all(signal.SIGKILL)
+            _close_later(self)
+            return
         pauses = _pauses(5.0)
         while _read_pids(self.procs) and next(pauses, None) is not None:
             self.kill_all(signal.SIGKILL)
@@ -148,6 +156,37 @@ class _CgroupStep(StepGroup):
                 except OSError:
                     if next(pauses, None) is None:
                         break
+
+
+_later: list[StepGroup] = []
+_later_lock = threading.Lock()
+_closer: threading.Thread | None = None
+
+
+def _close_later(group: StepGroup) -> None:
+    global _closer
+    with _later_lock:
+        _later.append(group)
+        if _closer is None or not _closer.is_alive():
+            _closer = threading.Thread(target=_close_pending, name="fmlbench-group-closer", daemon=True)
+            _closer.start()
+
+
+def _close_pending() -> None:
+    while True:
+        with _later_lock:
+            if not _later:
+                return
+            group = _later.pop(0)
+        group.close()
+
+
+@atexit.register
+def finish_closing(timeout_s: float = 10.0) -> None:
+    """Remove the groups still waiting to be removed (at the latest as this process ends)."""
+    closer = _closer
+    if closer is not None:
+        closer.join(timeout_s)
 
 
 def _pauses(within_s: float):

@@ -423,6 +423,9 @@ class WarmProcess:
         self.usage: CommandUsage | None = None
         self.group = group
         self.built_ahead = False
+        # whether, once its exit is reported, no process of it is left but the ones that reported it
+        # (sandbox mode): its control group may then be removed once they are gone, unwaited
+        self.ended_whole = holder is not None
         self._status = status
         self._holder = holder
         self._on_end = on_end
@@ -439,10 +442,9 @@ class WarmProcess:
             elif line == "":
                 # killed before anyone could report (the step's group, or the harness on a timeout)
                 self.returncode = -9
-        # the reporting process ends right after its report: once it has, the step's control group is
-        # empty and closing it needs no kill-and-wait round (bounded: its exit is all that is left)
-        while self._status.next(EXIT_GRACE_S) not in ("", None):
-            pass
+                self.ended_whole = False
+        # once its exit is reported, nothing of the command runs any more (a sandboxed one's init has
+        # ended and reaped all else first): what reported it may still be ending, which nobody waits for
         self._status.close()
         if self._holder is not None:
             self._holder.reap()
@@ -804,6 +806,7 @@ class WarmPool:
                 started = WarmProcess(ahead.pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), ahead.status, None,
                                       ahead.group, then)
                 started.built_ahead = True
+                started.ended_whole = bool(ahead.key.bwrap)
                 return started
         ahead.discard()
         self.ahead_discarded += 1

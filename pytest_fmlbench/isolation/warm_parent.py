@@ -19,10 +19,14 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
 * parent -> harness: ``{"pid": N}`` (the child's pid on the host) or ``{"error": "..."}``
 * on the status socket: ``joined`` (sandbox mode: the child is in the step's sandbox, whose holder the
   harness may now let go), ``started`` (the next thing this process runs is the command's script),
-  ``ready`` (ahead: waiting for ``go``), ``failed REASON`` (the mechanism failed; no code of the command ran), ``exit CODE USER_S SYSTEM_S
-  MINOR_FAULTS`` (the code as subprocess reports it, in sandbox mode as bubblewrap reports its command's
-  exit; then the command's CPU time and page faults, in sandbox mode with its namespace's init's). The command itself never holds
-  the status socket: it could otherwise write any of these lines.
+  ``ready`` (ahead: waiting for ``go``), ``failed REASON`` (the mechanism failed; no code of the command
+  ran), ``exit CODE USER_S SYSTEM_S MINOR_FAULTS`` (the code as subprocess reports it, in sandbox mode as
+  bubblewrap reports its command's exit; then the command's CPU time and page faults, in sandbox mode
+  with its namespace's init's). In sandbox mode the namespace's init reports the exit once it has
+  ended and reaped every other process of the namespace (nothing of the step runs any more); the child
+  that stayed outside reports it again once the init has ended (the only report if the init was killed
+  first): the first one counts. The command itself never holds the
+  status socket: it could otherwise write any of these lines.
 """
 
 import os
@@ -526,6 +530,7 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
         _drop_privileges(last_cap)
         _prctl(PR_SET_DUMPABLE, 0)
         _, wait_status, usage = os.wait4(init, 0)
+        # the init has reported already, unless it was killed or failed first: the harness reads the first
         _report(status, _exit_line(wait_status, usage))
         os._exit(0)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -559,14 +564,34 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
     os.dup2(null, 0)
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
-    _close_all_but(())
+    _close_all_but((status,))
     while True:
         pid, wait_status = os.wait()
         if pid == command:
             break
     # bubblewrap's encoding: the command's code, or 128 + the signal that killed it
     code = os.waitstatus_to_exitcode(wait_status)
-    os._exit(code if code >= 0 else 128 - code)
+    code = code if code >= 0 else 128 - code
+    # Whatever the command left (its children, a daemon) ends now, as it would when bubblewrap's init
+    # exits. Once all are reaped nothing of the step runs, and this init reports the exit itself: its
+    # own end (releasing its copy of the parent's image, milliseconds) is then nobody's wait.
+    try:
+        while True:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+        os.dup2(0, 1)  # the step's output ends here (0 is /dev/null)
+        os.dup2(0, 2)
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        _report(status, f"exit {code} {own.ru_utime + children.ru_utime:.6f} "
+                        f"{own.ru_stime + children.ru_stime:.6f} {own.ru_minflt + children.ru_minflt}")
+    finally:
+        os._exit(code)
 
 
 def _holder_pid(go):
