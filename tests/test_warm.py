@@ -96,7 +96,11 @@ def test_a_command_never_sees_its_init_before_the_init_shows_bubblewrap(tmp_path
     after forking the command: a command that got a core first read the warm parent's command line
     (its path and descriptor number) at /proc/1 (4 steps in 400 at load average 5, and
     test_a_step_cannot_reach_the_warm_parent's 'ATTACK FOUND a warm parent' once). Many short steps,
-    each reading /proc/1 at its first line: every one sees bubblewrap."""
+    each reading /proc/1 at its first line: every one sees bubblewrap, half of them built on request
+    (``out`` removed and made again: what was built ahead is discarded, although the new folder often
+    got the old one's inode number back when only that number was compared), half built ahead."""
+    from pytest_fmlbench.workspace import _emptied
+
     task = load_task(_task_with_runner(tmp_path, READS_ITS_INIT) / "task.yaml")
     logs = tmp_path / "logs"
     pool = _pool(task, tmp_path, logs)
@@ -105,8 +109,11 @@ def test_a_command_never_sees_its_init_before_the_init_shows_bubblewrap(tmp_path
         ws = Workspace.create(task, tmp_path / "search", scrubbed_env({}), logs, True, pool)
         for step in range(120):
             out = ws.out_dir("val")
-            shutil.rmtree(out)
-            out.mkdir(parents=True)
+            if step % 2:
+                _emptied(out)
+            else:
+                shutil.rmtree(out)
+                out.mkdir(parents=True)
             ws.experiment("val", out, f"step{step}")
             log = (logs / f"step{step}.log").read_text()
             assert log.startswith("[warm]"), log[-2000:]
@@ -114,6 +121,7 @@ def test_a_command_never_sees_its_init_before_the_init_shows_bubblewrap(tmp_path
     finally:
         pool.close()
     assert len(seen) == 120 and set(seen) == {"INIT b'bwrap' 'bwrap'"}, sorted(set(seen))
+    assert (pool.ahead_used, pool.ahead_discarded) == (60, 59)
 
 
 ERRORS = {
@@ -733,3 +741,26 @@ def test_nothing_of_a_step_runs_once_its_end_is_reported(tmp_path, monkeypatch):
     assert all(result.ok for result, _ in steps) and used == 2
     assert len(alive_at_end) >= 3 and not any(alive_at_end), alive_at_end
     assert none_left_with(marker)
+
+
+def test_a_step_built_ahead_that_was_killed_while_it_waited_is_built_again(tmp_path):
+    """A signal for the whole job (Slurm's scancel, say) may kill what was built ahead while it waits:
+    the next request is then served as any other, warm, with no error (it once failed the run with a
+    broken pipe when the harness said go)."""
+    import signal
+
+    task = _task_with_runner(tmp_path, "import sys\nsys.stderr.write('RAN\\n')\n")
+
+    def kill_what_was_built(ws, step):
+        ahead = ws.warm.ahead["experiment"]
+        ahead.thread.join()
+        assert ahead.failure is None, ahead.failure
+        ahead.group.kill_all(signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _running(ahead.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    steps, used, discarded = _steps(task, tmp_path / "run", 3, between=kill_what_was_built)
+    assert [result.ok for result, _ in steps] == [True] * 3, [log[-1500:] for _, log in steps]
+    assert all(log.startswith("[warm] [sandbox: bwrap]") and "RAN" in log for _, log in steps)
+    assert (used, discarded) == (0, 2)

@@ -64,8 +64,9 @@ the parent (present in its private writable mappings; at most a quarter of the s
 and 1 GiB), so that the command's writes to them cost no copy in its own time: without this, every
 first write to a shared page (a reference count, an allocator's free list) is a copy-on-write fault
 in the middle of the command. When the request comes and matches it exactly (the same request, the
-same bubblewrap arguments and limits, and every path bubblewrap binds still the same file or folder:
-a file replaced since would show its old self inside), the harness says go and the script starts;
+same bubblewrap arguments and limits, and every path bubblewrap binds still the same file or folder,
+held open since the build so that a new one cannot take its inode number: one replaced since would
+show its old self inside, one removed nothing), the harness says go and the script starts;
 otherwise what was built is discarded, unrun, and the request served as above. A run's end discards
 what is left. ``out`` is emptied in place between steps (``workspace._emptied``), not replaced, so
 that the sandbox built ahead binds the folder the step uses.
@@ -542,18 +543,45 @@ class _AheadKey:
 _BINDS = ("--bind", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try", "--bind-try")
 
 
-def _identities(bwrap: tuple[str, ...]) -> tuple:
-    """(device, inode) of every path bubblewrap binds: a sandbox built ahead shows the files and folders
-    that were there when it was built, which a file replaced since (same path, new inode) is not."""
-    found = []
-    for i, arg in enumerate(bwrap[:-1]):
-        if arg in _BINDS:
-            try:
-                info = os.stat(bwrap[i + 1])
-                found.append((info.st_dev, info.st_ino))
-            except OSError:
-                found.append(None)
-    return tuple(found)
+def _bound(bwrap: tuple[str, ...]) -> list[str]:
+    return [bwrap[i + 1] for i, arg in enumerate(bwrap[:-1]) if arg in _BINDS]
+
+
+def _pin(bwrap: tuple[str, ...]) -> list[int | None]:
+    """A descriptor (O_PATH) on every path bubblewrap binds, None where there is none. A sandbox built
+    ahead shows what was there when it was built; a path removed since loses its mount there (the
+    kernel detaches mounts of a removed file or folder in every namespace). Held open, the old file
+    keeps its inode number, which a new one under the same path then cannot reuse."""
+    pinned = []
+    for path in _bound(bwrap):
+        try:
+            pinned.append(os.open(path, os.O_PATH | os.O_CLOEXEC))
+        except OSError:
+            pinned.append(None)
+    return pinned
+
+
+def _unchanged(bwrap: tuple[str, ...], pinned: list[int | None]) -> bool:
+    """Whether every path bubblewrap binds is still what ``pinned`` holds (or still missing)."""
+    for path, fd in zip(_bound(bwrap), pinned, strict=True):
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if fd is None or now is None:
+            if fd is not None or now is not None:
+                return False
+            continue
+        then = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino) or then.st_nlink == 0:
+            return False
+    return True
+
+
+def _unpin(pinned: list[int | None]) -> None:
+    for fd in pinned:
+        if fd is not None:
+            os.close(fd)
 
 
 class _Ahead:
@@ -565,7 +593,7 @@ class _Ahead:
     def __init__(self, key: _AheadKey, rebuild: tuple):
         self.key = key
         self.rebuild = rebuild  # (parent, request, bwrap, cwd, holder_env)
-        self.identities: tuple | None = None
+        self.pinned: list[int | None] = []
         self.group: StepGroup | None = None
         self.holder: _Holder | None = None
         self.pid: int | None = None
@@ -579,8 +607,8 @@ class _Ahead:
         child_ends: list[int] = []
         go_w = -1
         try:
-            # before the sandbox binds them: a path replaced in between reads as another identity
-            self.identities = _identities(self.key.bwrap)
+            # before the sandbox binds them: a path replaced in between reads as another file
+            self.pinned = _pin(self.key.bwrap)
             own_up_to = OWN_PAGES_MAX
             if self.key.limits is not None:
                 from .limits import create
@@ -641,6 +669,8 @@ class _Ahead:
         if self.holder is not None:
             self.holder.reap()
             self.holder = None
+        _unpin(self.pinned)
+        self.pinned = []
 
 
 # -- the pool of one run ------------------------------------------------------------------------------
@@ -795,22 +825,35 @@ class WarmPool:
         if ahead is None:
             return None
         ahead.thread.join()
-        if ahead.failure is None and ahead.key == key and ahead.identities == _identities(ahead.key.bwrap):
-            os.write(ahead.start_w, b"go\n")
-            os.close(ahead.start_w)
-            ahead.start_w = -1
-            if self._await_start(ahead.status, None) is None:
-                self.ahead_used += 1
-                out_r, err_r, ahead.out_r, ahead.err_r = ahead.out_r, ahead.err_r, -1, -1
-                then = self._ahead_builder(key, *ahead.rebuild)
-                started = WarmProcess(ahead.pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), ahead.status, None,
-                                      ahead.group, then)
-                started.built_ahead = True
-                started.ended_whole = bool(ahead.key.bwrap)
+        if ahead.failure is None and ahead.key == key and _unchanged(ahead.key.bwrap, ahead.pinned):
+            _unpin(ahead.pinned)
+            ahead.pinned = []
+            started = self._start_ahead(ahead)
+            if started is not None:
                 return started
         ahead.discard()
         self.ahead_discarded += 1
         return None
+
+    def _start_ahead(self, ahead: _Ahead) -> WarmProcess | None:
+        """Say go to what was built ahead: its command, started; None if it is gone (a signal for the
+        whole job, say, killed it while it waited) or did not start."""
+        try:
+            os.write(ahead.start_w, b"go\n")
+        except OSError:
+            return None
+        finally:
+            os.close(ahead.start_w)
+            ahead.start_w = -1
+        if self._await_start(ahead.status, None) is not None:
+            return None
+        self.ahead_used += 1
+        out_r, err_r, ahead.out_r, ahead.err_r = ahead.out_r, ahead.err_r, -1, -1
+        started = WarmProcess(ahead.pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), ahead.status, None,
+                              ahead.group, self._ahead_builder(ahead.key, *ahead.rebuild))
+        started.built_ahead = True
+        started.ended_whole = bool(ahead.key.bwrap)
+        return started
 
     def _ahead_builder(self, key: _AheadKey, parent: WarmParent, request: dict, bwrap: list[str], cwd: Path,
                        holder_env: dict[str, str]) -> Callable[[], None]:
