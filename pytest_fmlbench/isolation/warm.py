@@ -121,7 +121,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import mounts, package_data
-from .limits import StepGroup
+from .limits import StepGroup, create as create_group
 
 PARENT_SCRIPT = Path(__file__).with_name("warm_parent.py")
 # where a run's logs say why commands started cold
@@ -133,7 +133,7 @@ HOLDER = ["/bin/sh", "-c", "echo; read _"]
 READY_TIMEOUT_S = 300.0
 # from the request to the script's first line: forks, namespaces, mounts
 START_TIMEOUT_S = 60.0
-# from a command's exit report to the exit of the process that reported it
+# how long a discarded command built ahead may take to end, per line its processes still write
 EXIT_GRACE_S = 1.0
 # a command built ahead copies at most this much of the parent's memory as its own before its request
 # (and at most a quarter of its memory limit)
@@ -611,9 +611,7 @@ class _Ahead:
             self.pinned = _pin(self.key.bwrap)
             own_up_to = OWN_PAGES_MAX
             if self.key.limits is not None:
-                from .limits import create
-
-                self.group = create(*self.key.limits)
+                self.group = create_group(*self.key.limits)
                 own_up_to = min(own_up_to, self.key.limits[0].memory_bytes // 4)
                 request = {**request, **self.group.warm_entry()}
             start_r, self.start_w = os.pipe()
