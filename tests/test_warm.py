@@ -671,6 +671,8 @@ def test_what_changed_since_a_step_was_built_ahead_reaches_it(tmp_path):
     (task / "workspace" / "data" / "extra.txt").write_text("first")
 
     def change(ws, step):
+        # after the next step was built: a change made while it is built may reach it either way
+        ws.warm.ahead["experiment"].thread.join()
         edited = ws.path / "algorithm.py.new"
         edited.write_text(f"MARK = {step}\n")
         os.replace(edited, ws.path / "algorithm.py")  # as an editor saves: a new file under the old name
