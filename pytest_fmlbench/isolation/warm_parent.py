@@ -714,37 +714,38 @@ def _own_pages(start, up_to):
     write to a page it still shares (a reference count, an allocator's free list) would otherwise
     copy it then, in the command's own time (thousands of faults a step). Only pages present in
     private writable mappings, at most ``up_to`` bytes of them (the copies count against the step's
-    memory limit, as a cold interpreter's imports would); stops at once when ``go`` comes."""
-    runs, total = [], 0
+    memory limit, as a cold interpreter's imports would). It looks at the start pipe every
+    ``_OWN_CHUNK`` pages, scanned or copied, and stops at once when ``go`` comes."""
+    left = up_to // _PAGE
     try:
-        with open("/proc/self/maps") as maps, open("/proc/self/pagemap", "rb") as pagemap:
-            for line in maps:
-                parts = line.split(None, 5)
-                if not parts[1].startswith("rw") or parts[1][3] != "p":
-                    continue
-                low, high = (int(x, 16) for x in parts[0].split("-"))
-                pagemap.seek(low // _PAGE * 8)
-                entries = struct.unpack(f"{(high - low) // _PAGE}Q", pagemap.read((high - low) // _PAGE * 8))
-                first = None
-                for i, entry in enumerate((*entries, 0)):
-                    if entry & _PRESENT:
-                        if first is None:
-                            first = i
-                    elif first is not None:
-                        runs.append((low + first * _PAGE, i - first))
-                        total += i - first
-                        first = None
-    except (OSError, struct.error, ValueError):
+        with open("/proc/self/maps") as maps:
+            spans = [line.split(None, 2)[:2] for line in maps]
+        writable = [span for span, rights in spans if rights.startswith("rw") and rights[3] == "p"]
+        with open("/proc/self/pagemap", "rb") as pagemap:
+            for span in writable:
+                low, high = (int(x, 16) for x in span.split("-"))
+                for chunk in range(low, high, _OWN_CHUNK * _PAGE):
+                    if select.select([start], [], [], 0)[0]:
+                        return
+                    pages = min(_OWN_CHUNK, (high - chunk) // _PAGE)
+                    pagemap.seek(chunk // _PAGE * 8)
+                    entries = struct.unpack(f"{pages}Q", pagemap.read(pages * 8))
+                    first = None
+                    for i, entry in enumerate((*entries, 0)):
+                        if entry & _PRESENT:
+                            if first is None:
+                                first = i
+                        elif first is not None:
+                            count = min(i - first, left)
+                            if count <= 0:
+                                return
+                            if _LIBC.madvise(chunk + first * _PAGE, count * _PAGE, MADV_POPULATE_WRITE) != 0 \
+                                    and ctypes.get_errno() == errno.EINVAL:
+                                return  # a kernel older than 5.14
+                            left -= count
+                            first = None
+    except (OSError, struct.error, ValueError, IndexError):
         return
-    if total * _PAGE > up_to:
-        return
-    for address, pages in runs:
-        for offset in range(0, pages, _OWN_CHUNK):
-            if select.select([start], [], [], 0)[0]:
-                return
-            if _LIBC.madvise(address + offset * _PAGE, min(_OWN_CHUNK, pages - offset) * _PAGE,
-                             MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == errno.EINVAL:
-                return  # a kernel older than 5.14
 
 
 def _started(start):
