@@ -512,12 +512,13 @@ def test_commands_of_another_form_start_cold():
 # -- a command's ending ------------------------------------------------------------------------------
 
 
-def _ending_usage(tmp_path: Path, scripts: dict[str, str]) -> tuple[dict, str]:
-    """Each script run as a harness command forked from one parent that imported numpy: its usage, and
-    the parent's log."""
+def _ending_usage(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),)) -> tuple[dict, str]:
+    """Each script run as a harness command forked from one parent that imported ``imports`` (numpy):
+    its usage, and the parent's log."""
     from pytest_fmlbench.workspace import HARNESS_PYTHON
 
-    pool = warm.WarmPool([], [("numpy", [])], False, tmp_path / "logs", [].append)
+    pool = warm.WarmPool([], [(module, list(names)) for module, names in imports], False, tmp_path / "logs",
+                         [].append)
     usage = {}
     try:
         for name, source in scripts.items():
@@ -550,6 +551,62 @@ def test_a_command_whose_end_nobody_could_see_skips_the_teardown(tmp_path):
     assert "short endings: on" in log, log
     faults = {name: u.minor_faults for name, u in usage.items()}
     assert faults["short"] - faults["none"] < (faults["full"] - faults["none"]) / 3, faults
+
+
+def _short_and_full(usage: dict) -> bool:
+    """Whether the commands named ``short*`` skipped the teardown and those named ``full*`` did not, by
+    the pages each wrote (a teardown writes to nearly every page shared with the parent)."""
+    faults = {name: u.minor_faults - usage["none"].minor_faults for name, u in usage.items() if name != "none"}
+    fewest_full = min(f for name, f in faults.items() if name.startswith("full"))
+    return all(f < fewest_full / 3 for name, f in faults.items() if name.startswith("short")), faults
+
+
+def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_path):
+    """A module of the standard library or of site-packages that the parent had not loaded is taken as
+    the parent's libraries are; a library from anywhere else (a step's own build, say) could do anything
+    when its objects are freed: that command ends in full."""
+    import _statistics
+
+    work = "import numpy\nnumpy.linalg.inv(numpy.eye(3))\n"
+    built = tmp_path / "built" / Path(_statistics.__file__).name
+    built.parent.mkdir()
+    shutil.copy(_statistics.__file__, built)
+    usage, log = _ending_usage(tmp_path, {
+        "short": work + "import _statistics, termios\n",
+        "full": work + f"import ctypes\nctypes.CDLL({str(built)!r})\n",
+        "none": work + "import os\nos._exit(0)\n",
+    })
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
+
+
+def test_a_torch_command_ends_short(tmp_path):
+    """torch's bindings watch their types with weak references whose callbacks only forget them; its
+    pytree module keeps a mode entered for good; its tensors and the classes pybind11 makes free memory
+    only. A command that leaves a model and tensors behind skips the teardown; one that enters such a
+    mode itself, replaces what that mode's exit calls, keeps weakref's finalizers from being called at
+    exit or leaves a tensor with a finalizer ends in full. (torch's C++ static destructors run in every ending, as the C library's
+    exit runs them: the reference here.)"""
+    pytest.importorskip("torch")
+    pytest.importorskip("optree")  # torch's pytree module enters its mode when optree is there
+    work = ("import torch\nmodel = torch.nn.Linear(4, 2)\nloss = model(torch.randn(8, 4)).pow(2).mean()\n"
+            "loss.backward()\n")
+    usage, log = _ending_usage(tmp_path, {
+        "short": work,
+        "full-own-mode": work + ("import optree\nmode = optree.dict_insertion_ordered(True, namespace='x')\n"
+                                 "mode.__enter__()\n"),
+        "full-a-tensor-s-finalizer": work + ("class Noisy(torch.Tensor):\n    def __del__(self):\n        print('freed')\n"
+                                             "kept = torch.randn(2).as_subclass(Noisy)\n"),
+        "full-mode-s-exit-replaced": work + ("import optree.registry, types\n"
+                                             "optree.registry._C = types.SimpleNamespace(set_dict_insertion_ordered="
+                                             "lambda *args: print('set back'))\n"),
+        "full-finalizers-not-called": work + "import atexit, weakref\natexit.unregister(weakref.finalize._exitfunc)\n",
+        "none": work + "import ctypes\nctypes.PyDLL(None).exit(0)\n",
+    }, imports=[("torch", []), ("torch.utils._cxx_pytree", [])])
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
 
 
 def test_a_warm_command_s_cpu_time_is_reported(tmp_path):

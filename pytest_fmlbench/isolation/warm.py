@@ -217,6 +217,18 @@ def declared_imports(modules: list[str]) -> list[tuple[str, list[str]]]:
     return [(module, []) for module in modules]
 
 
+# what a library imports on its first use rather than at its own import, at a cost every step would pay
+# again: torch imports torch._dynamo (some 600 modules, half a second) when an optimizer is made
+FIRST_USE_IMPORTS = {"torch": ("torch._dynamo",)}
+
+
+def with_first_use_imports(imports: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """``imports`` and, after them, what their libraries import on first use (``FIRST_USE_IMPORTS``)."""
+    have = {module for module, _ in imports}
+    tops = sorted({module.partition(".")[0] for module in have})
+    return imports + [(module, []) for top in tops for module in FIRST_USE_IMPORTS.get(top, ()) if module not in have]
+
+
 # -- the guard's view: what the sandbox shows ---------------------------------------------------------
 
 
@@ -906,13 +918,15 @@ def _learned(folder: str, fingerprint: str,
 
 def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidden: list[Path],
              gpus: bool) -> WarmPool:
-    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones."""
+    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones, and for the
+    experiments what their libraries import on first use."""
     declared = task.spec.warm
     if declared is not None:
         experiment = declared_imports(declared)
     else:
         kit = tuple(sorted(task.kit_files.items()))
         experiment = [(m, list(n)) for m, n in _learned(str(task.workspace_dir), task.fingerprint, kit)]
+    experiment = with_first_use_imports(experiment)
     harness = [(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)]
     pool = WarmPool(experiment, harness, experiment_optional=declared is None, logs=logs, log=log)
     if declared == []:

@@ -48,7 +48,9 @@ import signal  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
 import _socket  # noqa: E402
+import time  # noqa: E402
 import types  # noqa: E402
+import _thread  # noqa: E402
 import _weakref  # noqa: E402
 
 _CONTROL = int(sys.argv[1])
@@ -312,7 +314,9 @@ def _start(control):
     # at its exit above all: what is here now lives as long as the child anyway (gc.freeze's purpose)
     gc.collect()
     _Ending.prepare()
-    print(f"short endings: {_Ending.refusal or 'on'}", flush=True)
+    _Ending.c_handlers = _c_exit_handlers_seen()
+    print(f"short endings: {_Ending.refusal or 'on'}; the C library's exit handlers: "
+          f"{_Ending.c_handlers or 'release memory only'}", flush=True)
     gc.freeze()
     return {sig: signal.getsignal(sig) for sig in _catchable()}, guard.made
 
@@ -841,6 +845,118 @@ _IDLE_WHEN_STOPPED = {
 }
 
 
+# -- the C library's exit handlers, probed ------------------------------------------------------------
+
+# what releasing memory, and ending, takes: the C library's exit handlers may call these and nothing
+# else for a command to end without them (closing a descriptor is what the exit does anyway)
+_MEMORY_ONLY_CALLS = {
+    # machine: (audit architecture, {name: number})
+    "x86_64": (0xC000003E, {"close": 3, "mmap": 9, "mprotect": 10, "munmap": 11, "brk": 12,
+                            "rt_sigprocmask": 14, "sched_yield": 24, "mremap": 25, "madvise": 28, "getpid": 39,
+                            "exit": 60, "gettid": 186, "futex": 202, "clock_gettime": 228, "exit_group": 231,
+                            "membarrier": 324}),
+    "aarch64": (0xC00000B7, {"close": 57, "exit": 93, "exit_group": 94, "futex": 98, "clock_gettime": 113,
+                             "sched_yield": 124, "rt_sigprocmask": 135, "getpid": 172, "gettid": 178,
+                             "brk": 214, "munmap": 215, "mremap": 216, "mmap": 222, "mprotect": 226,
+                             "madvise": 233, "membarrier": 283}),
+}
+_PROBE_TIMEOUT_S = 30
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER, SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ALLOW = 22, 2, 0x80000000, 0x7FFF0000
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _memory_only_filter(arch, numbers):
+    """A seccomp program: the calls of ``numbers`` pass, any other call (or architecture) ends the process."""
+    load_word, jump_if_equal, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    program = [(load_word, 0, 0, 4), (jump_if_equal, 1, 0, arch), (ret, 0, 0, SECCOMP_RET_KILL_PROCESS),
+               (load_word, 0, 0, 0)]
+    for i, number in enumerate(numbers):
+        program.append((jump_if_equal, len(numbers) - i, 0, number))  # to the ALLOW at the end
+    program += [(ret, 0, 0, SECCOMP_RET_KILL_PROCESS), (ret, 0, 0, SECCOMP_RET_ALLOW)]
+    return (_SockFilter * len(program))(*[_SockFilter(*instruction) for instruction in program])
+
+
+def _c_exit_handlers_seen():
+    """What the C library's exit handlers (the libraries' C++ static destructors, atexit functions,
+    ``.fini_array``) do here beyond releasing memory, or None. A fork of this parent runs them under a
+    seccomp filter that ends it at any other system call, before that call happens: torch's, for one,
+    take a tenth of a second and more and only unregister its kernels."""
+    machine = os.uname().machine
+    if machine not in _MEMORY_ONLY_CALLS:
+        return f"not probed on {machine}"
+    arch, calls = _MEMORY_ONLY_CALLS[machine]
+    program = _memory_only_filter(arch, sorted(calls.values()))
+    fprog = _SockFprog(len(program), program)
+    sys.stdout.flush()
+    _LIBC.fflush(None)  # nothing left in the C library's buffers for the fork to write
+    probe = os.fork()
+    if probe == 0:
+        try:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            _prctl(PR_SET_NO_NEW_PRIVS, 1)
+            if _LIBC.prctl(ctypes.c_ulong(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                           ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+                os._exit(3)
+            _PYTHON_LIBC.exit(0)
+        finally:
+            os._exit(4)
+    deadline = time.monotonic() + _PROBE_TIMEOUT_S
+    while True:
+        pid, wait_status = os.waitpid(probe, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            os.kill(probe, signal.SIGKILL)
+            os.waitpid(probe, 0)
+            return f"they did not end within {_PROBE_TIMEOUT_S} s"
+        time.sleep(0.005)
+    if os.WIFSIGNALED(wait_status) and os.WTERMSIG(wait_status) == signal.SIGSYS:
+        return "they make other system calls"
+    if not os.WIFEXITED(wait_status) or os.WEXITSTATUS(wait_status) != 0:
+        return f"the probe ended otherwise ({wait_status:#x})"
+    return None
+
+
+# extension types whose objects, freed, release memory and nothing else: torch's tensors (parameters
+# included; a subclass's __del__ is looked at as any finalizer is) and the classes and descriptors that
+# pybind11 and torch make (a bound library loaded after the fork makes some)
+_FREES_MEMORY_ONLY = frozenset({
+    ("torch._C", "TensorBase"), ("torch._C", "_TensorMeta"),
+    ("pybind11_builtins", "pybind11_type"), ("pybind11_builtins", "pybind11_static_property"),
+})
+
+# context managers that a library enters for good while it imports, whose exit (run when the generator
+# is closed at the interpreter's teardown) only sets a flag of its own extension back: the generator's
+# (module, function) -> the lock and the extension module its exit uses, by their global names
+_MODE_SESSIONS = {
+    # torch.utils._cxx_pytree keeps torch's namespace of optree insertion-ordered
+    ("optree.registry", "dict_insertion_ordered"): ("__REGISTRY_LOCK", "_C", "set_dict_insertion_ordered"),
+}
+
+
+def _sets_a_mode_back(generator):
+    """Whether closing ``generator`` (suspended, one the libraries made while importing) only sets a
+    library's flag back, as its code and the globals it uses stand."""
+    frame = generator.gi_frame
+    if frame is None or not generator.gi_suspended:
+        return False
+    names = _MODE_SESSIONS.get((frame.f_globals.get("__name__"), generator.gi_code.co_name))
+    if names is None:
+        return False
+    lock_name, extension_name, setter = names
+    lock, extension = frame.f_globals.get(lock_name), frame.f_globals.get(extension_name)
+    # what a command could have put in their place (a Python function, a lock of its own) is not taken
+    return type(lock) in (_thread.LockType, _thread.RLock) and type(extension) is types.ModuleType \
+        and type(getattr(extension, setter, None)) is types.BuiltinFunctionType
+
+
 class _Ending:
     """A command's interpreter ends by freeing every object, the parent's included: that writes to nearly
     every page it shares with the parent (copy on write), a tenth of a second and more per command.
@@ -858,20 +974,24 @@ class _Ending:
       none may be alive among the objects the collector tracks, the parent's (listed when its imports
       end) and the command's, except the standard streams (flushed; never closed: the interpreter made
       them with closefd off), closed or read-only io objects, in-memory buffers, generators never
-      started or finished, sockets, and the library objects of ``_IDLE_WHEN_STOPPED`` in the state
-      named there; the finalizers of sockets and of scandir iterators (the only untracked objects that
-      have one) only warn, with a ResourceWarning (which must be ignored), and close;
+      started or finished, sockets, the library objects of ``_IDLE_WHEN_STOPPED`` in the state named
+      there, and the libraries' own generators of ``_MODE_SESSIONS`` (a mode entered for good while
+      importing, whose exit sets a flag back); the finalizers of sockets and of scandir iterators (the
+      only untracked objects that have one) only warn, with a ResourceWarning (which must be ignored),
+      and close;
     * a weak reference's callback: only those that merely drop an entry of a weak container (the
       standard library's weak dictionaries and sets, abc's registries, thread locals, logging's handler
-      list, ctypes' caches) and ``weakref.finalize``'s after atexit (inert from then on);
+      list, ctypes' caches), pybind11's on the types it watches (it forgets them), and
+      ``weakref.finalize``'s after atexit (inert from then on; the libraries' own are looked at then);
     * what the collector itself does (callbacks, debug output), a trace or profile function, an audit
       hook added after the parent's: none may be set; a Python thread still running: none may run;
     * what freeing does beyond memory, descriptors and mappings, which exit releases just the same:
       of the standard library's types only sqlite3's and dbm's do more (neither may be imported); the
-      command's tracked objects may be of Python classes and the standard library's types only; the
-      extension types' untracked objects (numpy's arrays) and those the parent's libraries made while
-      importing are taken to free memory only, and a library loaded after the fork (new code) turns
-      the short ending off, as does one whose dynamic symbols name ``Py_AtExit``.
+      command's tracked objects may be of Python classes, the standard library's types and those of
+      ``_FREES_MEMORY_ONLY`` (torch's tensors) only; the extension types' untracked objects (numpy's
+      arrays) and those the parent's libraries made while importing are taken to free memory only. So
+      is a library loaded after the fork that is installed with the interpreter or the system; one from
+      anywhere else turns the short ending off, as does any whose dynamic symbols name ``Py_AtExit``.
 
     A status that the interpreter sets at its very end (KeyboardInterrupt: a signal; a stream that
     cannot flush: 120) turns it off too."""
@@ -883,6 +1003,8 @@ class _Ending:
     code_files = frozenset()  # executable files mapped when the imports ended
     objects_loaded = None    # libraries the dynamic linker had loaded by then (glibc's count)
     hooked = False           # an audit hook was added after the parent's guard
+    finalizers = None        # weakref.finalize, if the libraries made any: inert once its atexit has run
+    c_handlers = "not probed"  # what the C library's exit handlers were seen to do beyond releasing memory
 
     @staticmethod
     def status_of(exc):
@@ -909,11 +1031,20 @@ class _Ending:
         for obj in gc.get_objects():
             kind = type(obj)
             if _is_weak(kind):
-                if not _callback_drops_an_entry(_weak_callback(obj), codes):
-                    refusal = refusal or f"a weak reference of the libraries calls back {_weak_callback(obj)!r}"[:200]
+                callback = _weak_callback(obj)
+                weakref = sys.modules.get("weakref")
+                if weakref is not None and isinstance(callback, weakref.finalize):
+                    # called by weakref's atexit handler, registered after this one's, before it: the
+                    # command's ending looks (_left_to_see) that it did run and left them all inert
+                    cls.finalizers = weakref.finalize
+                elif not _unseen_when_freed(obj, callback, codes):
+                    refusal = refusal or f"a weak reference of the libraries calls back {callback!r}"[:200]
                 continue
             if kind not in seen:
                 seen[kind] = _finalizer_check(kind) if getattr(kind, "__del__", None) is not None else None
+                if kind is types.GeneratorType:
+                    # the libraries' own generators only: their code is the library's, as a command's need not be
+                    seen[kind] = lambda g, idle=seen[kind]: idle(g) or _sets_a_mode_back(g)
             check = seen[kind]
             if check is None:
                 continue
@@ -945,6 +1076,10 @@ class _Ending:
             for stream in (sys.__stdout__, sys.__stderr__):
                 if stream is not None and not _closed(stream):
                     stream.flush()  # what their release would have flushed
+            if cls.c_handlers is None and _no_code_since_the_fork():
+                # what the C library's exit would do last (its handlers, probed, only release memory)
+                _PYTHON_LIBC.fflush(None)
+                os._exit(status)
             # holding the interpreter's lock, as a finalizing interpreter keeps other threads out of it
             _PYTHON_LIBC.exit(status)
         except BaseException:  # noqa: BLE001 - whatever happens here, the interpreter ends as usual
@@ -999,6 +1134,22 @@ def _callback_drops_an_entry(callback, codes):
     return getattr(callback, "__code__", None) in codes
 
 
+def _unseen_when_freed(ref, callback, codes):
+    """Whether what a weak reference calls back when its referent is freed could not be seen."""
+    return _callback_drops_an_entry(callback, codes) or _forgets_a_type(ref, callback)
+
+
+def _forgets_a_type(ref, callback):
+    """pybind11 (torch's bindings, among others) watches each Python type it has met with a weak
+    reference whose callback, a lambda of its own, erases the type from its caches: memory only. Its
+    other weak references with a lambda (``keep_alive``) watch instances, not types."""
+    if type(callback) is not types.BuiltinMethodType or callback.__name__ != "":
+        return False
+    record = type(callback.__self__)
+    return record.__module__ == "pybind11_builtins" and record.__name__.startswith("pybind11_detail_function_record") \
+        and isinstance(ref(), type)
+
+
 def _is_weak(kind):
     return issubclass(kind, _weakref.ref) or kind in (_weakref.ProxyType, _weakref.CallableProxyType)
 
@@ -1032,12 +1183,15 @@ def _left_to_see():
         return "the collector reports"
     if _Ending.hooked:
         return "an audit hook was added"
+    if _Ending.finalizers is not None and not _Ending.finalizers._shutdown:
+        return "the libraries' weakref.finalize objects were not called at exit"
     if _WRITING_MODULES & sys.modules.keys():
         return "sqlite3 or dbm is imported"
     if not _resource_warnings_ignored():
         return "ResourceWarning is shown"
-    if _new_code():
-        return "a library was loaded after the fork"
+    new_code = _new_code()
+    if new_code is not None:
+        return new_code
     for ref, idle in _Ending.watched:
         obj = ref()
         if obj is not None and not idle(obj):
@@ -1060,7 +1214,7 @@ def _left_to_see():
 def _verdict(kind, codes):
     """For an object the command made: None (freeing it is unseen), a test, or why it could be seen."""
     if _is_weak(kind):
-        return lambda ref: _callback_drops_an_entry(_weak_callback(ref), codes)
+        return lambda ref: _unseen_when_freed(ref, _weak_callback(ref), codes)
     if getattr(kind, "__del__", None) is not None:
         return _finalizer_check(kind)
     for base in kind.__mro__:
@@ -1068,7 +1222,8 @@ def _verdict(kind, codes):
         top = name.partition(".")[0]
         if top in _WRITING_MODULES:
             return f"a {base.__qualname__} is alive"
-        if name == "builtins" or top in sys.stdlib_module_names or _defined_in_python(base, name):
+        if name == "builtins" or top in sys.stdlib_module_names or _defined_in_python(base, name) \
+                or (name, base.__qualname__) in _FREES_MEMORY_ONLY:
             continue
         return f"an object of an extension type ({name}.{base.__qualname__}) is alive"
     return None
@@ -1130,12 +1285,32 @@ def _objects_loaded():
     return _loading[0] if _loading else None
 
 
-def _new_code():
-    """Whether a library was loaded since the parent's imports ended."""
+def _no_code_since_the_fork():
     loaded = _objects_loaded()
     if loaded is not None and _Ending.objects_loaded is not None:
-        return loaded != _Ending.objects_loaded
-    return not _code_files() <= _Ending.code_files
+        return loaded == _Ending.objects_loaded
+    return _code_files() <= _Ending.code_files
+
+
+def _new_code():
+    """Why a library loaded since the parent's imports ended could make the ending visible, or None. One
+    installed with the interpreter or the system (as the parent's are; a step cannot write there) is
+    taken as the parent's libraries are, unless it registers ``Py_AtExit`` functions; one from anywhere
+    else (a step's own build, say) turns the short ending off."""
+    loaded = _objects_loaded()
+    if loaded is not None and loaded == _Ending.objects_loaded:
+        return None
+    for path in sorted(_code_files() - _Ending.code_files):
+        if not any(_under(os.path.realpath(path), tree) for tree in _installed_trees()):
+            return f"a library was loaded after the fork from {path}"
+        if _registers_at_exit(path):
+            return f"{path}, loaded after the fork, registers Py_AtExit functions"
+    return None
+
+
+def _installed_trees():
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    return {os.path.realpath(tree) for tree in prefixes} | {"/usr", "/lib", "/lib32", "/lib64"}
 
 
 def _registers_at_exit(path):
