@@ -183,6 +183,9 @@ ERRORS = {
     "finalize-at-exit": ("import json, weakref\nclass Held:\n    pass\njson._fmlbench_held = Held()\n"
                          "weakref.finalize(json._fmlbench_held, print, 'out', flush=True)\n"),
     "read-only-file-left-open": "import sys\nkept = open(sys.argv[0])\nprint('out')\n",
+    # the C library's exit runs a handler the command registered: its output comes after the script's
+    "c-exit-handler": ("import ctypes\nlibc = ctypes.CDLL(None)\nlibc.strdup.restype = ctypes.c_void_p\n"
+                       "libc.__cxa_atexit(libc.puts, ctypes.c_void_p(libc.strdup(b'atexit ran')), None)\n"),
 }
 
 
@@ -205,6 +208,8 @@ def test_a_warm_script_ends_as_a_cold_one(tmp_path, name):
         assert (line in hot.output_tail) == (line in cold.output_tail), line
     assert (hot_file.read_text() if hot_file.exists() else None) == cold_file
     assert sorted(os.listdir(out)) == cold_listing
+    if name == "c-exit-handler":
+        assert "atexit ran" in hot.output_tail, hot.output_tail
     if name == "exception":
         assert hot.stderr.startswith("Traceback (most recent call last):\n  File \"") and "warm_parent" not in hot.stderr
 
@@ -607,6 +612,42 @@ def test_a_torch_command_ends_short(tmp_path):
     assert "short endings: on" in log, log
     ok, faults = _short_and_full(usage)
     assert ok, faults
+
+
+EXIT_WRITER = """
+import ctypes
+_libc = ctypes.CDLL(None)
+_libc.strdup.restype = ctypes.c_void_p
+_libc.__cxa_atexit(_libc.puts, ctypes.c_void_p(_libc.strdup(b"library exit handler ran")), None)
+"""
+
+
+def test_a_library_whose_c_exit_handlers_do_more_than_release_memory_has_them_run(tmp_path):
+    """The C library's exit handlers of the parent's libraries are skipped at a command's end only if a
+    fork of the parent, running them under a filter that stops any other system call, saw them release
+    memory and nothing else (torch's take a tenth of a second and more). A library whose handler writes
+    has it run at every command's end, as a cold start does."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "fmlbench_exit_writer.py").write_text(EXIT_WRITER)
+    script = tmp_path / "uses_it.py"
+    script.write_text("import fmlbench_exit_writer\nprint('script ran', flush=True)\n")
+    env = scrubbed_env({"PYTHONPATH": str(lib)})
+    cold = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    assert cold.stdout == "script ran\nlibrary exit handler ran\n", cold
+    pool = warm.WarmPool([("fmlbench_exit_writer", [])], [], False, tmp_path / "logs", [].append)
+    try:
+        proc = pool.launcher("experiment", [sys.executable, str(script)], (), tmp_path, env)(None)
+        assert proc is not None
+        out = proc.stdout.read().decode()
+        assert proc.wait(60) == 0, proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    finally:
+        pool.close()
+    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
+    assert "the C library's exit handlers: they make other system calls" in log, log
+    assert out == cold.stdout
 
 
 def test_a_warm_command_s_cpu_time_is_reported(tmp_path):

@@ -31,6 +31,12 @@ its command is a holder (``sh`` waiting on a pipe). A child of the warm parent t
    to run, no weak reference to call back, no new library loaded, ...: ``warm_parent._Ending`` lists
    what is checked and why), it calls the C library's ``exit`` at once, since freeing the objects it
    shares with the parent would copy nearly every page of them; otherwise the interpreter finalizes.
+   The C library's exit handlers of the parent's libraries are skipped too where a fork of the parent
+   saw them release memory and nothing else (``warm_parent._c_exit_handlers_seen``).
+
+The experiments' parent imports, besides the task's libraries, what those import on their first use
+(``FIRST_USE_IMPORTS``: torch._dynamo, which torch imports when an optimizer is made, half a second
+in every step otherwise).
 
 What a warm step sees differently, on purpose: the parent's modules are already in ``sys.modules``
 (with the warnings filters they installed), the collector's frozen generation holds them (at exit they

@@ -131,6 +131,9 @@ class _Guard:
         if event == "sys.addaudithook":
             # a hook added after this one is called at the interpreter's end: an ending to play out
             _Ending.hooked = True
+        elif event.startswith("ctypes.dlsym") and len(args) > 1 and _registers_exit_handlers(args[1]):
+            # a C exit handler of the command's own (through ctypes): the C library's exit must run it
+            _Ending.c_registered = True
         if not self.active or self._busy:
             return
         self._busy = True
@@ -314,7 +317,7 @@ def _start(control):
     # at its exit above all: what is here now lives as long as the child anyway (gc.freeze's purpose)
     gc.collect()
     _Ending.prepare()
-    _Ending.c_handlers = _c_exit_handlers_seen()
+    _Ending.c_handlers, _Ending.c_registered = _c_exit_handlers_seen(), False
     print(f"short endings: {_Ending.refusal or 'on'}; the C library's exit handlers: "
           f"{_Ending.c_handlers or 'release memory only'}", flush=True)
     gc.freeze()
@@ -883,6 +886,16 @@ def _memory_only_filter(arch, numbers):
     return (_SockFilter * len(program))(*[_SockFilter(*instruction) for instruction in program])
 
 
+_EXIT_HANDLER_REGISTRARS = frozenset({"atexit", "on_exit", "__cxa_atexit", "at_quick_exit", "__cxa_at_quick_exit",
+                                      "__cxa_thread_atexit", "__cxa_thread_atexit_impl"})
+
+
+def _registers_exit_handlers(name):
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    return not isinstance(name, str) or name in _EXIT_HANDLER_REGISTRARS
+
+
 def _c_exit_handlers_seen():
     """What the C library's exit handlers (the libraries' C++ static destructors, atexit functions,
     ``.fini_array``) do here beyond releasing memory, or None. A fork of this parent runs them under a
@@ -966,7 +979,14 @@ class _Ending:
     Up to this handler (registered before any library's, so called after all of them), the ending is the
     interpreter's own: the exception printed, non-daemon threads joined, atexit handlers run. Then
     ``sys.stdout`` and ``sys.stderr`` are flushed as the interpreter does next, and ``exit(status)`` runs
-    the C library's handlers and flushes its buffers as at the end of a script. What is skipped is the
+    the C library's handlers and flushes its buffers as at the end of a script. Those handlers (the
+    libraries' C++ static destructors among them: torch's unregister its kernels, a tenth of a second
+    and more) are skipped, the buffers flushed and the process ended (``_exit``), where a fork of the
+    parent ran them under a filter that stops any system call but those that release memory
+    (``_c_exit_handlers_seen``), no library was loaded since the fork, and the command looked up none
+    of the C functions that register a handler through ctypes. A handler that a library the parent
+    holds registers later, on first use (a C++ function's static), is taken as that library's
+    objects are: to release memory only. What is skipped is the
     release of every object still alive and the interpreter's own state (it calls ``Py_AtExit``
     functions and audit hooks too). Releasing an object can be seen only through
 
@@ -1005,6 +1025,7 @@ class _Ending:
     hooked = False           # an audit hook was added after the parent's guard
     finalizers = None        # weakref.finalize, if the libraries made any: inert once its atexit has run
     c_handlers = "not probed"  # what the C library's exit handlers were seen to do beyond releasing memory
+    c_registered = False     # a C exit handler may have been registered through ctypes since the probe
 
     @staticmethod
     def status_of(exc):
@@ -1076,7 +1097,7 @@ class _Ending:
             for stream in (sys.__stdout__, sys.__stderr__):
                 if stream is not None and not _closed(stream):
                     stream.flush()  # what their release would have flushed
-            if cls.c_handlers is None and _no_code_since_the_fork():
+            if cls.c_handlers is None and not cls.c_registered and _no_code_since_the_fork():
                 # what the C library's exit would do last (its handlers, probed, only release memory)
                 _PYTHON_LIBC.fflush(None)
                 os._exit(status)
