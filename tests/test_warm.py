@@ -502,6 +502,15 @@ def test_warm_empty_list_means_cold_experiments(tmp_path):
     assert result.ok and not log.startswith("[warm]")
 
 
+def test_the_experiments_parent_imports_what_torch_imports_on_first_use():
+    """torch imports torch._dynamo (hundreds of modules) when an optimizer is made: every step would
+    import it again after the fork."""
+    assert warm.with_first_use_imports([("torch.nn", []), ("numpy", ["ndarray"])]) == \
+        [("torch.nn", []), ("numpy", ["ndarray"]), ("torch._dynamo", [])]
+    assert warm.with_first_use_imports([("torch", []), ("torch._dynamo", [])]) == [("torch", []), ("torch._dynamo", [])]
+    assert warm.with_first_use_imports([("numpy", [])]) == [("numpy", [])]
+
+
 def test_commands_of_another_form_start_cold():
     python = sys.executable
     cwd = Path("/work")
