@@ -17,7 +17,7 @@ import pytest
 from leftover_processes import host_processes_with, none_left_with
 import yaml
 
-from conftest import DATA, load_record
+from conftest import DATA, REPO, load_record
 from isolation_attacks import AGENT
 from warm_probes import CHECK, INTROSPECT, LEAVE, PARENT_ATTACK
 
@@ -502,13 +502,13 @@ def test_warm_empty_list_means_cold_experiments(tmp_path):
     assert result.ok and not log.startswith("[warm]")
 
 
-def test_the_experiments_parent_imports_what_torch_imports_on_first_use():
-    """torch imports torch._dynamo (hundreds of modules) when an optimizer is made: every step would
-    import it again after the fork."""
+def test_a_parent_imports_what_its_libraries_import_on_first_use():
+    """torch imports torch._dynamo (hundreds of modules) when an optimizer is made, numpy its random
+    module when it is first named: every command would import them again after the fork."""
     assert warm.with_first_use_imports([("torch.nn", []), ("numpy", ["ndarray"])]) == \
-        [("torch.nn", []), ("numpy", ["ndarray"]), ("torch._dynamo", [])]
+        [("torch.nn", []), ("numpy", ["ndarray"]), ("numpy.random", []), ("torch._dynamo", [])]
     assert warm.with_first_use_imports([("torch", []), ("torch._dynamo", [])]) == [("torch", []), ("torch._dynamo", [])]
-    assert warm.with_first_use_imports([("numpy", [])]) == [("numpy", [])]
+    assert warm.with_first_use_imports([("sklearn", [])]) == [("sklearn", [])]
 
 
 def test_commands_of_another_form_start_cold():
@@ -573,6 +573,29 @@ def _short_and_full(usage: dict) -> bool:
     faults = {name: u.minor_faults - usage["none"].minor_faults for name, u in usage.items() if name != "none"}
     fewest_full = min(f for name, f in faults.items() if name.startswith("full"))
     return all(f < fewest_full / 3 for name, f in faults.items() if name.startswith("short")), faults
+
+
+def test_the_data_guard_s_hook_and_numpy_s_generators_leave_the_ending_short(tmp_path):
+    """The task kit's data guard adds an audit hook (called at the interpreter's end, where it looks at
+    nothing but "open" events): a command that sealed its data with it, or holds numpy generators,
+    skips the teardown; one that adds a hook of its own, even the guard's with a line changed, ends in
+    full."""
+    guard = (REPO / "pytest_fmlbench" / "taskkit" / "data_guard.py").read_text()
+    (tmp_path / "data_guard.py").write_text(guard)
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    (changed / "data_guard.py").write_text(guard.replace("    sys.addaudithook(hook)", "    hook.changed = True\n    sys.addaudithook(hook)"))
+    work = "import numpy\nnumpy.linalg.inv(numpy.eye(3))\nrng = numpy.random.default_rng(0)\nold = numpy.random.RandomState(1)\n"
+    seal = "import sys\nsys.path.insert(0, {folder!r})\nimport data_guard\ndata_guard.seal([{folder!r} + '/sealed'])\n"
+    usage, log = _ending_usage(tmp_path, {
+        "short-sealed": work + seal.format(folder=str(tmp_path)),
+        "full-own-hook": work + "import sys\nsys.addaudithook(lambda event, args: None)\n",
+        "full-changed-guard": work + seal.format(folder=str(changed)),
+        "none": work + "import os\nos._exit(0)\n",
+    }, imports=[("numpy", []), ("numpy.random", [])])
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
 
 
 def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_path):

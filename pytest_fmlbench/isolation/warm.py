@@ -34,9 +34,9 @@ its command is a holder (``sh`` waiting on a pipe). A child of the warm parent t
    The C library's exit handlers of the parent's libraries are skipped too where a fork of the parent
    saw them release memory and nothing else (``warm_parent._c_exit_handlers_seen``).
 
-The experiments' parent imports, besides the task's libraries, what those import on their first use
+Each parent imports, besides the task's libraries, what those import on their first use
 (``FIRST_USE_IMPORTS``: torch._dynamo, which torch imports when an optimizer is made, half a second
-in every step otherwise).
+in every command otherwise; numpy.random).
 
 What a warm step sees differently, on purpose: the parent's modules are already in ``sys.modules``
 (with the warnings filters they installed), the collector's frozen generation holds them (at exit they
@@ -223,9 +223,10 @@ def declared_imports(modules: list[str]) -> list[tuple[str, list[str]]]:
     return [(module, []) for module in modules]
 
 
-# what a library imports on its first use rather than at its own import, at a cost every step would pay
-# again: torch imports torch._dynamo (some 600 modules, half a second) when an optimizer is made
-FIRST_USE_IMPORTS = {"torch": ("torch._dynamo",)}
+# what a library imports on its first use rather than at its own import, at a cost every command would
+# pay again: torch imports torch._dynamo (some 600 modules, half a second) when an optimizer is made,
+# numpy its random module (and the Cython runtime) when it is first named
+FIRST_USE_IMPORTS = {"numpy": ("numpy.random",), "torch": ("torch._dynamo",)}
 
 
 def with_first_use_imports(imports: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
@@ -924,8 +925,8 @@ def _learned(folder: str, fingerprint: str,
 
 def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidden: list[Path],
              gpus: bool) -> WarmPool:
-    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones, and for the
-    experiments what their libraries import on first use."""
+    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones, and what their
+    libraries import on first use."""
     declared = task.spec.warm
     if declared is not None:
         experiment = declared_imports(declared)
@@ -933,7 +934,7 @@ def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidd
         kit = tuple(sorted(task.kit_files.items()))
         experiment = [(m, list(n)) for m, n in _learned(str(task.workspace_dir), task.fingerprint, kit)]
     experiment = with_first_use_imports(experiment)
-    harness = [(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)]
+    harness = with_first_use_imports([(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)])
     pool = WarmPool(experiment, harness, experiment_optional=declared is None, logs=logs, log=log)
     if declared == []:
         pool.off["experiment"] = "the task declares warm: []"

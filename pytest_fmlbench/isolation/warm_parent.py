@@ -106,6 +106,29 @@ def _under(path, folder):
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _quiet_hook_adders():
+    """The code of the functions known to add an audit hook that does nothing at the interpreter's end:
+    the task kit's data guard (``seal``; its hook looks at "open" events only), compiled from the
+    package's own file beside this one (nothing of the package is imported), as a workspace's
+    protected copy of it compiles."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "taskkit", "data_guard.py")
+    try:
+        with open(path, "rb") as fh:
+            module = compile(fh.read(), path, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == "seal")
+
+
+_QUIET_HOOK_ADDERS = ()  # set once the parent is guarded
+
+
+def _adds_a_quiet_hook(frame):
+    """Whether ``frame``, which is calling sys.addaudithook, is one of ``_QUIET_HOOK_ADDERS``: the same
+    code (code objects compare their instructions, constants, nested code and names, not their file)."""
+    return frame is not None and any(frame.f_code == code for code in _QUIET_HOOK_ADDERS)
+
+
 class _Guard:
     """An audit hook: while the libraries are imported, nothing may happen that the sandbox would have
     answered differently. Reading an existing file outside the trees the sandbox shows (or a hidden data
@@ -129,8 +152,10 @@ class _Guard:
 
     def __call__(self, event, args):
         if event == "sys.addaudithook":
-            # a hook added after this one is called at the interpreter's end: an ending to play out
-            _Ending.hooked = True
+            # a hook added after this one is called at the interpreter's end: an ending to play out,
+            # unless it is one known to do nothing then (the caller's frame is the one adding it)
+            if not _adds_a_quiet_hook(sys._getframe(1)):
+                _Ending.hooked = True
         elif event.startswith("ctypes.dlsym") and len(args) > 1 and _registers_exit_handlers(args[1]):
             # a C exit handler of the command's own (through ctypes): the C library's exit must run it
             _Ending.c_registered = True
@@ -269,6 +294,8 @@ def _start(control):
     config = json.loads(control.recv(1 << 20))
     # registered before any library's handler, so that a command's interpreter calls it after all of them
     atexit.register(_Ending.at_exit)
+    global _QUIET_HOOK_ADDERS
+    _QUIET_HOOK_ADDERS = _quiet_hook_adders()  # before the guard: the package's own file, read once
     guard = _Guard(config.get("guard"))
     sys.addaudithook(guard)
     imported, skipped, failed = [], [], []
@@ -943,6 +970,11 @@ def _c_exit_handlers_seen():
 _FREES_MEMORY_ONLY = frozenset({
     ("torch._C", "TensorBase"), ("torch._C", "_TensorMeta"),
     ("pybind11_builtins", "pybind11_type"), ("pybind11_builtins", "pybind11_static_property"),
+    # numpy's generators and their bit generators (which hold a lock)
+    ("numpy.random._generator", "Generator"), ("numpy.random.mtrand", "RandomState"),
+    ("numpy.random.bit_generator", "BitGenerator"), ("numpy.random.bit_generator", "SeedSequence"),
+    ("numpy.random._pcg64", "PCG64"), ("numpy.random._pcg64", "PCG64DXSM"), ("numpy.random._mt19937", "MT19937"),
+    ("numpy.random._philox", "Philox"), ("numpy.random._sfc64", "SFC64"),
 })
 
 # context managers that a library enters for good while it imports, whose exit (run when the generator
@@ -1004,7 +1036,8 @@ class _Ending:
       list, ctypes' caches), pybind11's on the types it watches (it forgets them), and
       ``weakref.finalize``'s after atexit (inert from then on; the libraries' own are looked at then);
     * what the collector itself does (callbacks, debug output), a trace or profile function, an audit
-      hook added after the parent's: none may be set; a Python thread still running: none may run;
+      hook added after the parent's (but the task kit's data guard's, ``_QUIET_HOOK_ADDERS``): none
+      may be set; a Python thread still running: none may run;
     * what freeing does beyond memory, descriptors and mappings, which exit releases just the same:
       of the standard library's types only sqlite3's and dbm's do more (neither may be imported); the
       command's tracked objects may be of Python classes, the standard library's types and those of
