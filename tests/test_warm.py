@@ -502,13 +502,21 @@ def test_warm_empty_list_means_cold_experiments(tmp_path):
     assert result.ok and not log.startswith("[warm]")
 
 
-def test_a_parent_imports_what_its_libraries_import_on_first_use():
+def test_a_parent_imports_what_its_libraries_import_on_first_use(tmp_path):
     """torch imports torch._dynamo (hundreds of modules) when an optimizer is made, numpy its random
-    module when it is first named: every command would import them again after the fork."""
-    assert warm.with_first_use_imports([("torch.nn", []), ("numpy", ["ndarray"])]) == \
-        [("torch.nn", []), ("numpy", ["ndarray"]), ("numpy.random", []), ("torch._dynamo", [])]
-    assert warm.with_first_use_imports([("torch", []), ("torch._dynamo", [])]) == [("torch", []), ("torch._dynamo", [])]
-    assert warm.with_first_use_imports([("sklearn", [])]) == [("sklearn", [])]
+    module when it is first named: every command would import them again after the fork. A parent
+    that holds them, asked for them or not (the linear probe's evaluator imports torch through the
+    task kit), imports them too; one that holds neither does not."""
+    pytest.importorskip("torch")
+    pool = warm.WarmPool([("torch.nn", [])], [("json", [])], False, tmp_path / "logs", [].append)
+    try:
+        experiment = pool.parent("experiment", (), scrubbed_env({}), False)
+        harness = pool.parent("harness", ("-s", "-E", "-B"), scrubbed_env({}), False)
+        assert experiment.refusal() is None and harness.refusal() is None
+        assert experiment._report["imported"] == ["torch.nn", "numpy.random", "torch._dynamo"]
+        assert harness._report["imported"] == ["json"]
+    finally:
+        pool.close()
 
 
 def test_commands_of_another_form_start_cold():
@@ -572,7 +580,7 @@ def _short_and_full(usage: dict) -> bool:
     the pages each wrote (a teardown writes to nearly every page shared with the parent)."""
     faults = {name: u.minor_faults - usage["none"].minor_faults for name, u in usage.items() if name != "none"}
     fewest_full = min(f for name, f in faults.items() if name.startswith("full"))
-    return all(f < fewest_full / 3 for name, f in faults.items() if name.startswith("short")), faults
+    return all(f < fewest_full / 2 for name, f in faults.items() if name.startswith("short")), faults
 
 
 def test_the_data_guard_s_hook_and_numpy_s_generators_leave_the_ending_short(tmp_path):
@@ -598,6 +606,28 @@ def test_the_data_guard_s_hook_and_numpy_s_generators_leave_the_ending_short(tmp
     assert ok, faults
 
 
+def test_arrays_frames_and_models_left_alive_leave_the_ending_short(tmp_path):
+    """What scripts keep in their globals to the end (a memory-mapped array, which the collector tracks,
+    a pandas frame, a pydantic model) frees memory only: the teardown is skipped. A finalizer beside
+    them ends it in full."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("pydantic")
+    (tmp_path / "data.npy").write_bytes(b"")
+    work = ("import numpy, pandas, pydantic, sys\n"
+            f"numpy.save({str(tmp_path / 'data.npy')!r}, numpy.arange(12.0))\n"
+            f"mapped = numpy.load({str(tmp_path / 'data.npy')!r}, mmap_mode='r')\n"
+            "frame = pandas.DataFrame({'x': mapped, 'y': mapped * 2}).groupby(mapped > 5).mean()\n"
+            "class Config(pydantic.BaseModel):\n    lr: float = 0.1\nconfig = Config(lr=0.5)\n")
+    usage, log = _ending_usage(tmp_path, {
+        "short": work,
+        "full": work + "class Noisy:\n    def __del__(self):\n        sys.stderr.write('freed')\nkept = Noisy()\n",
+        "none": work + "import os\nos._exit(0)\n",
+    }, imports=[("numpy", []), ("pandas", []), ("pydantic", [])])
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
+
+
 def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_path):
     """A module of the standard library or of site-packages that the parent had not loaded is taken as
     the parent's libraries are; a library from anywhere else (a step's own build, say) could do anything
@@ -611,7 +641,8 @@ def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_
     usage, log = _ending_usage(tmp_path, {
         "short": work + "import _statistics, termios\n",
         "full": work + f"import ctypes\nctypes.CDLL({str(built)!r})\n",
-        "none": work + "import os\nos._exit(0)\n",
+        # a library loaded since the fork: the C library's exit handlers run in every ending
+        "none": work + "import ctypes\nctypes.PyDLL(None).exit(0)\n",
     })
     assert "short endings: on" in log, log
     ok, faults = _short_and_full(usage)

@@ -34,9 +34,9 @@ its command is a holder (``sh`` waiting on a pipe). A child of the warm parent t
    The C library's exit handlers of the parent's libraries are skipped too where a fork of the parent
    saw them release memory and nothing else (``warm_parent._c_exit_handlers_seen``).
 
-Each parent imports, besides the task's libraries, what those import on their first use
-(``FIRST_USE_IMPORTS``: torch._dynamo, which torch imports when an optimizer is made, half a second
-in every command otherwise; numpy.random).
+Each parent then imports what the libraries it holds (those it was asked for and theirs) import on
+their first use (``FIRST_USE_IMPORTS``: torch._dynamo, which torch imports when an optimizer is made,
+half a second in every command otherwise; numpy.random). One that fails is left to the command.
 
 What a warm step sees differently, on purpose: the parent's modules are already in ``sys.modules``
 (with the warnings filters they installed), the collector's frozen generation holds them (at exit they
@@ -229,13 +229,6 @@ def declared_imports(modules: list[str]) -> list[tuple[str, list[str]]]:
 FIRST_USE_IMPORTS = {"numpy": ("numpy.random",), "torch": ("torch._dynamo",)}
 
 
-def with_first_use_imports(imports: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
-    """``imports`` and, after them, what their libraries import on first use (``FIRST_USE_IMPORTS``)."""
-    have = {module for module, _ in imports}
-    tops = sorted({module.partition(".")[0] for module in have})
-    return imports + [(module, []) for top in tops for module in FIRST_USE_IMPORTS.get(top, ()) if module not in have]
-
-
 # -- the guard's view: what the sandbox shows ---------------------------------------------------------
 
 
@@ -313,7 +306,8 @@ class WarmParent:
             theirs.close()
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
-        ours.send(json.dumps({"imports": imports, "optional": optional, "guard": guard}).encode())
+        ours.send(json.dumps({"imports": imports, "optional": optional, "guard": guard,
+                              "first_use": FIRST_USE_IMPORTS}).encode())
 
     def _drain(self) -> None:
         self.log.drain(self.proc.stdout)
@@ -925,16 +919,14 @@ def _learned(folder: str, fingerprint: str,
 
 def pool_for(task, logs: Path, log: Callable[[str], None], sandboxed: bool, hidden: list[Path],
              gpus: bool) -> WarmPool:
-    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones, and what their
-    libraries import on first use."""
+    """The warm parents of one run of ``task``: declared imports (``warm:``) or learned ones."""
     declared = task.spec.warm
     if declared is not None:
         experiment = declared_imports(declared)
     else:
         kit = tuple(sorted(task.kit_files.items()))
         experiment = [(m, list(n)) for m, n in _learned(str(task.workspace_dir), task.fingerprint, kit)]
-    experiment = with_first_use_imports(experiment)
-    harness = with_first_use_imports([(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)])
+    harness = [(m, list(n)) for m, n in _learned(str(task.harness_dir), task.fingerprint)]
     pool = WarmPool(experiment, harness, experiment_optional=declared is None, logs=logs, log=log)
     if declared == []:
         pool.off["experiment"] = "the task declares warm: []"

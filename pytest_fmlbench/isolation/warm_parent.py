@@ -312,6 +312,17 @@ def _start(control):
         except BaseException as exc:  # noqa: BLE001 - an import may raise anything, SystemExit included
             failed.append(f"{module} failed: {type(exc).__name__}: {exc}"[:300])
             break
+    if not failed:
+        # what the libraries now held import on their first use, which every command would import again
+        for library, modules in sorted((config.get("first_use") or {}).items()):
+            for module in modules if library in sys.modules else ():
+                if module in sys.modules:
+                    continue
+                try:
+                    __import__(module)
+                    imported.append(module)
+                except Exception:  # noqa: BLE001 - the command imports it itself, as a cold one would
+                    skipped.append(module)
     guard.active = False
     guard.refused += [f"left {path} behind" for path in sorted(guard.created)]
     # the libraries' own thread pools (OpenBLAS) stop in their fork handlers; a thread that survives a
@@ -964,18 +975,24 @@ def _c_exit_handlers_seen():
     return None
 
 
-# extension types whose objects, freed, release memory and nothing else: torch's tensors (parameters
-# included; a subclass's __del__ is looked at as any finalizer is) and the classes and descriptors that
-# pybind11 and torch make (a bound library loaded after the fork makes some)
-_FREES_MEMORY_ONLY = frozenset({
-    ("torch._C", "TensorBase"), ("torch._C", "_TensorMeta"),
-    ("pybind11_builtins", "pybind11_type"), ("pybind11_builtins", "pybind11_static_property"),
-    # numpy's generators and their bit generators (which hold a lock)
-    ("numpy.random._generator", "Generator"), ("numpy.random.mtrand", "RandomState"),
-    ("numpy.random.bit_generator", "BitGenerator"), ("numpy.random.bit_generator", "SeedSequence"),
-    ("numpy.random._pcg64", "PCG64"), ("numpy.random._pcg64", "PCG64DXSM"), ("numpy.random._mt19937", "MT19937"),
-    ("numpy.random._philox", "Philox"), ("numpy.random._sfc64", "SFC64"),
-})
+# extension types whose objects, freed, release memory and nothing else (the collector tracks them; a
+# Python subclass's __del__ is looked at as any finalizer is), with a test where that holds in a state
+# only: torch's tensors and storages, the classes and descriptors that pybind11 and torch make (a bound
+# library loaded after the fork makes some), numpy's arrays (those the collector tracks: a Python
+# subclass's, np.memmap's) and generators, pandas' and pydantic's objects that scripts keep
+_FREES_MEMORY_ONLY = {
+    ("torch._C", "TensorBase"): None, ("torch._C", "StorageBase"): None, ("torch._C", "_TensorMeta"): None,
+    ("pybind11_builtins", "pybind11_type"): None, ("pybind11_builtins", "pybind11_static_property"): None,
+    # its release would copy back what a C extension forgot to write back, and warn
+    ("numpy", "ndarray"): lambda array: not array.flags.writebackifcopy,
+    ("numpy.random._generator", "Generator"): None, ("numpy.random.mtrand", "RandomState"): None,
+    ("numpy.random.bit_generator", "BitGenerator"): None, ("numpy.random.bit_generator", "SeedSequence"): None,
+    ("numpy.random._pcg64", "PCG64"): None, ("numpy.random._pcg64", "PCG64DXSM"): None,
+    ("numpy.random._mt19937", "MT19937"): None, ("numpy.random._philox", "Philox"): None,
+    ("numpy.random._sfc64", "SFC64"): None,
+}
+# and every type of these libraries' compiled cores (pandas' Cython internals, pydantic's Rust core)
+_FREES_MEMORY_ONLY_IN = ("pandas._libs.", "pydantic_core.")
 
 # context managers that a library enters for good while it imports, whose exit (run when the generator
 # is closed at the interpreter's teardown) only sets a flag of its own extension back: the generator's
@@ -1041,7 +1058,8 @@ class _Ending:
     * what freeing does beyond memory, descriptors and mappings, which exit releases just the same:
       of the standard library's types only sqlite3's and dbm's do more (neither may be imported); the
       command's tracked objects may be of Python classes, the standard library's types and those of
-      ``_FREES_MEMORY_ONLY`` (torch's tensors) only; the extension types' untracked objects (numpy's
+      ``_FREES_MEMORY_ONLY`` (torch's tensors, numpy's arrays and generators, ...) and
+      ``_FREES_MEMORY_ONLY_IN`` (pandas', pydantic's) only; the extension types' untracked objects (numpy's
       arrays) and those the parent's libraries made while importing are taken to free memory only. So
       is a library loaded after the fork that is installed with the interpreter or the system; one from
       anywhere else turns the short ending off, as does any whose dynamic symbols name ``Py_AtExit``.
@@ -1271,16 +1289,24 @@ def _verdict(kind, codes):
         return lambda ref: _unseen_when_freed(ref, _weak_callback(ref), codes)
     if getattr(kind, "__del__", None) is not None:
         return _finalizer_check(kind)
+    tests = []
     for base in kind.__mro__:
         name = base.__module__ if isinstance(base.__module__, str) else ""
         top = name.partition(".")[0]
         if top in _WRITING_MODULES:
             return f"a {base.__qualname__} is alive"
-        if name == "builtins" or top in sys.stdlib_module_names or _defined_in_python(base, name) \
-                or (name, base.__qualname__) in _FREES_MEMORY_ONLY:
+        if name == "builtins" or top in sys.stdlib_module_names or _defined_in_python(base, name):
             continue
-        return f"an object of an extension type ({name}.{base.__qualname__}) is alive"
-    return None
+        if name.startswith(_FREES_MEMORY_ONLY_IN):
+            continue
+        if (name, base.__qualname__) not in _FREES_MEMORY_ONLY:
+            return f"an object of an extension type ({name}.{base.__qualname__}) is alive"
+        test = _FREES_MEMORY_ONLY[name, base.__qualname__]
+        if test is not None:
+            tests.append(test)
+    if not tests:
+        return None
+    return lambda obj: all(test(obj) for test in tests)
 
 
 def _defined_in_python(kind, module_name):
