@@ -20,8 +20,18 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 
 Measured on 2 cores, neither target met:
 
-* fairness step, median of 6 (load average 1.3, two runs; commit "The next command, built ahead of its
-  request" and the init's report after it): warm 0.204 s of which main()s 0.145-0.148 s (start-up and
+* fairness step, median of 6 (load average 0.5-0.7, two runs; commit "Warm parents import what the
+  libraries they hold import on first use"): warm 0.142-0.144 s of which main()s 0.104 s (start-up and
+  harness 26.5%), cold 2.25 s (95.8%), 16 times faster. Experiment end 15-17 ms, evaluator end 10-11 ms
+  (the C library's exit handlers now skipped where a fork of the parent saw them release memory only),
+  ~6 ms of harness between and around the commands, ~4.5 ms of the scripts' own start. CPU time over
+  all processes: 62% outside the main()s. Back to back: 0.180-0.188 s, 22%.
+  A one-epoch ``privacy_opacus`` step (the same phases, timed by the same wrapper): 1.95 -> 1.21 s; its
+  experiment imported torch._dynamo (0.57 s) when it made its optimizer, and both commands' ends ran
+  torch's C++ static destructors (~0.2 s each): experiment end 0.23-0.26 -> 0.04 s, evaluator end
+  0.18-0.19 -> 0.03 s.
+  The round before (commit "The next command, built ahead of its request" and the init's report after
+  it; load average 1.3): warm 0.204 s of which main()s 0.145-0.148 s (start-up and
   harness 27.7-28.9% of the wall time), cold 2.88-2.99 s (95%), 14 times faster. Before those two, the
   same machine and day: warm 0.33-0.35 s, 41-45%. Warm phases in ms, before -> after: experiment start
   35 -> 3.5 (its sandbox, control group, init and process built ahead, after the previous step), its
@@ -32,18 +42,16 @@ Measured on 2 cores, neither target met:
   start 8 -> 3.4-4.5, its main() 72-74 -> 51-52 (cold 44-46), evaluator end 20-24 -> 16-18. In CPU time
   over all processes the step costs about as much as before (0.43 s), now 58-59% outside the main()s:
   the copying moved out of the step, not away. ``test_fairness_steps_back_to_back`` (12 warm steps in a
-  row, the next step built while the evaluator runs on the same cores): 0.241-0.247 s, 24-25%, the
-  main()s stretched to 0.18 s by the building. What is left of the wall time (~57 ms): each command's
-  own end (its exit handlers and the release of its memory, ~12 ms each), ~10 ms of the harness
-  between and around the commands, the scripts' own start.
+  row, the next step built while the evaluator runs on the same cores): 0.241-0.247 s, 24-25%.
   Earlier rounds, on a quiet machine: warm 0.44-0.47 s (68-69%), then 0.27-0.33 s (47-49%): the
   interpreter's teardown skipped where nothing of it could be seen (experiment end 154-160 -> 55-62 ms,
   evaluator end 69-72 -> 16-19 ms), the bubblewrap holder started by vfork, each command's process
   forked ahead of its request, the experiment's child spawned while bubblewrap builds its sandbox.
 * lite random search, three of the eight tasks (the three shortest), warm then ``--cold-start``, one
-  task at a time, load average 1.0-1.2, this code: warm/cold in s privacy_opacus 70.7/172.6,
-  privacy_privacymeter 65.3/111.6, robustness_openood 50.3/110.5; 186.3/394.7 in all, 2.1 times. Best
-  validation and test values equal warm and cold on each. Earlier, all eight (before the rounds above,
+  task at a time, load average 1.0-1.2, this code: warm/cold in s privacy_opacus 46.3/123.9,
+  privacy_privacymeter 30.8/79.5, robustness_openood 24.8/68.0; 101.9/271.4 in all, 2.66 times (the
+  round before: 70.7/172.6, 65.3/111.6, 50.3/110.5, 2.1 times). Best validation and test values equal
+  warm and cold on each. Earlier, all eight (before the rounds above,
   load average from 8.0 down to 1.1, so per-task pairs are noisy): warm 1788 s, cold 2143 s, 1.2 times;
   per task, warm/cold in s: continual_learning_pycil 363.5/450.2, data_efficiency_usb 532.7/553.2,
   generalization_domainbed 107.5/196.9, generalization_domainbed_officehome 478.8/384.8 (the warm
