@@ -120,7 +120,7 @@ def _quiet_hook_adders():
     return tuple(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == "seal")
 
 
-_QUIET_HOOK_ADDERS = ()  # set once the parent is guarded
+_QUIET_HOOK_ADDERS = ()  # set as the parent starts, before its guard
 
 
 def _adds_a_quiet_hook(frame):
@@ -1035,9 +1035,8 @@ class _Ending:
     (``_c_exit_handlers_seen``), no library was loaded since the fork, and the command looked up none
     of the C functions that register a handler through ctypes. A handler that a library the parent
     holds registers later, on first use (a C++ function's static), is taken as that library's
-    objects are: to release memory only. What is skipped is the
-    release of every object still alive and the interpreter's own state (it calls ``Py_AtExit``
-    functions and audit hooks too). Releasing an object can be seen only through
+    objects are: to release memory only. What is skipped is the release of every object still alive
+    and the interpreter's own state (it calls ``Py_AtExit`` functions and audit hooks too). Releasing an object can be seen only through
 
     * a finalizer (``__del__``, every io object, generator, coroutine, socket, ``os.scandir`` iterator):
       none may be alive among the objects the collector tracks, the parent's (listed when its imports
@@ -1059,10 +1058,11 @@ class _Ending:
       of the standard library's types only sqlite3's and dbm's do more (neither may be imported); the
       command's tracked objects may be of Python classes, the standard library's types and those of
       ``_FREES_MEMORY_ONLY`` (torch's tensors, numpy's arrays and generators, ...) and
-      ``_FREES_MEMORY_ONLY_IN`` (pandas', pydantic's) only; the extension types' untracked objects (numpy's
-      arrays) and those the parent's libraries made while importing are taken to free memory only. So
-      is a library loaded after the fork that is installed with the interpreter or the system; one from
-      anywhere else turns the short ending off, as does any whose dynamic symbols name ``Py_AtExit``.
+      ``_FREES_MEMORY_ONLY_IN`` (pandas', pydantic's) only; the extension types' untracked objects
+      (numpy's arrays) and those the parent's libraries made while importing are taken to free memory
+      only. So is a library loaded after the fork that is installed with the interpreter or the
+      system; one from anywhere else turns the short ending off, as does any whose dynamic symbols
+      name ``Py_AtExit``.
 
     A status that the interpreter sets at its very end (KeyboardInterrupt: a signal; a stream that
     cannot flush: 120) turns it off too."""
