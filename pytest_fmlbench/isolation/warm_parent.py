@@ -1377,8 +1377,7 @@ def _new_code():
     installed with the interpreter or the system (as the parent's are; a step cannot write there) is
     taken as the parent's libraries are, unless it registers ``Py_AtExit`` functions; one from anywhere
     else (a step's own build, say) turns the short ending off."""
-    loaded = _objects_loaded()
-    if loaded is not None and loaded == _Ending.objects_loaded:
+    if _no_code_since_the_fork():
         return None
     for path in sorted(_code_files() - _Ending.code_files):
         if not any(_under(os.path.realpath(path), tree) for tree in _installed_trees()):
