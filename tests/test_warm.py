@@ -649,6 +649,26 @@ def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_
     assert ok, faults
 
 
+def test_numba_s_interned_types_leave_the_ending_short(tmp_path):
+    """numba interns its types with weak references whose callback drops the type from a dictionary
+    (``_pop(wr, None)``, ``_pop`` a default bound to the dictionary's pop): memory only. A parent that
+    imported numba ends its commands short, one that made numba types too; a callback of the same
+    shape whose pop is a dictionary subclass's own (it prints) ends in full."""
+    pytest.importorskip("numba")
+    work = "import numba\nkind = numba.types.Array(numba.types.float64, 2, 'C')\n"
+    usage, log = _ending_usage(tmp_path, {
+        "short": work,
+        "full": work + ("import weakref\nclass Loud(dict):\n    def pop(self, *args):\n        print('popped')\n"
+                        "        return super().pop(*args)\ncache = Loud()\n"
+                        "def gone(ref, _pop=cache.pop):\n    _pop(ref, None)\n"
+                        "class Kept:\n    pass\nkept = Kept()\ncache[weakref.ref(kept, gone)] = 1\n"),
+        "none": work + "import os\nos._exit(0)\n",
+    }, imports=[("numpy", []), ("numba", [])])
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
+
+
 def test_a_torch_command_ends_short(tmp_path):
     """torch's bindings watch their types with weak references whose callbacks only forget them; its
     pytree module keeps a mode entered for good; its tensors and the classes pybind11 makes free memory
@@ -733,6 +753,135 @@ def _running(pid: int) -> bool:
 
 def _children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+# takes a lock that only the end of the process holding it releases: a descriptor left open past the
+# exit (a memory keeper's copy of it) would keep it taken
+TAKES_A_LOCK = """
+import fcntl, os, numpy
+kept = numpy.ones(1 << 25)  # 256 MiB: tens of milliseconds to release
+fcntl.flock(os.open(LOCK_PATH, os.O_WRONLY | os.O_CREAT), fcntl.LOCK_EX)  # a descriptor, not a file object: it ends short
+"""
+
+
+def _lock_is_free(path: Path) -> bool:
+    import fcntl
+
+    with open(path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+def _blocked_signals(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+
+
+def test_a_command_s_memory_keeper_holds_nothing_and_is_killed_and_reaped(tmp_path):
+    """A command that ends short exits before its memory is released: a keeper made with that memory and
+    nothing else holds it past the exit. It holds no descriptor (the command's lock is free the moment
+    its exit is reported), blocks every signal that can be, is killed as the exit is reported, and the
+    parent reaps it at the next command's end: one per command, none left running, none piling up."""
+    import signal
+
+    from pytest_fmlbench.workspace import HARNESS_PYTHON
+
+    lock = tmp_path / "lock"
+    script = tmp_path / "takes_a_lock.py"
+    script.write_text(TAKES_A_LOCK.replace("LOCK_PATH", repr(str(lock))))
+    argv = [*HARNESS_PYTHON, str(script)]
+    # fcntl imported by the parent: a library loaded after the fork has the C library's exit run in full
+    pool = warm.WarmPool([], [("numpy", []), ("fcntl", [])], False, tmp_path / "logs", [].append)
+    keepers = []
+    try:
+        for _ in range(4):
+            proc = pool.launcher("harness", argv, tuple(HARNESS_PYTHON[1:]), tmp_path, scrubbed_env({}))(None)
+            assert proc is not None
+            assert proc.wait(60) == 0, proc.stderr.read()
+            assert _lock_is_free(lock)
+            assert proc.stdout.read() == b""
+            proc.stdout.close()
+            proc.stderr.close()
+            parent = next(iter(pool.parents.values())).proc.pid
+            # the keepers of the commands before were reaped at this one's end
+            assert [pid for pid in keepers if Path(f"/proc/{pid}").exists()] == []
+            # the command ran in a session of its own: what of it is the parent's child is its keeper
+            mine = [pid for pid in _children(parent) if os.getpgid(pid) == proc.pid]
+            assert len(mine) == 1, mine
+            keeper = mine[0]
+            deadline = time.monotonic() + 30
+            while _running(keeper) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert not _running(keeper)
+            blocked = _blocked_signals(keeper)
+            assert all(blocked & (1 << (sig - 1)) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                                                               signal.SIGUSR1, signal.SIGCHLD)), hex(blocked)
+            keepers.append(keeper)
+    finally:
+        pool.close()
+
+
+def test_a_sandboxed_step_s_end_leaves_nothing_open(tmp_path, monkeypatch):
+    """In a sandboxed step, the namespace's init reports the end while the command's memory keeper may
+    still be releasing that memory: the lock the command took is free when the end is reported."""
+    lock_name = "step.lock"
+    task = _task_with_runner(tmp_path, "import sys, pathlib\nLOCK_PATH = str(pathlib.Path(sys.argv[sys.argv.index('--out') + 1]) / "
+                             f"{lock_name!r})\n" + TAKES_A_LOCK)
+    with open(task / "task.yaml", "a") as spec:
+        spec.write("warm: [numpy, fcntl]\n")  # nothing loaded after the fork: the command ends short, with a keeper
+    free_at_end = []
+    real_wait = warm.WarmProcess.wait
+    outs = []
+
+    def wait(self, timeout=None):
+        code = real_wait(self, timeout)
+        if self.ended_whole:  # a sandboxed step's (the harness's own commands run unsandboxed)
+            free_at_end.append(_lock_is_free(outs[-1] / lock_name))
+        return code
+
+    monkeypatch.setattr(warm.WarmProcess, "wait", wait)
+    real_experiment = Workspace.experiment
+
+    def experiment(self, split, out, log_name):
+        outs.append(out)
+        return real_experiment(self, split, out, log_name)
+
+    monkeypatch.setattr(Workspace, "experiment", experiment)
+    steps, used, _ = _steps(task, tmp_path / "run", 3)
+    assert all(result.ok for result, _ in steps), [log for _, log in steps]
+    assert used == 2 and len(free_at_end) >= 3 and all(free_at_end), free_at_end
+
+
+# fills the step's control group up to its task limit (the child outside the namespace is one of them),
+# with children that wait to be killed, then ends
+FILLS_ITS_TASK_LIMIT = """
+import os, signal
+tasks = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in os.listdir("/proc") if pid.isdigit())
+for _ in range(LIMIT - 1 - tasks):
+    if os.fork() == 0:
+        signal.pause()
+        os._exit(0)
+"""
+
+
+def test_a_step_at_its_task_limit_as_it_ends_is_not_failed_by_its_memory_keeper(tmp_path):
+    """A memory keeper is one more task in the step's control group: a step that ends with its group
+    full is not made to pass its limit (which would fail it with "too many processes", as no cold step
+    would be). A step that tries to pass it is still failed so."""
+    task = _task_with_runner(tmp_path, FILLS_ITS_TASK_LIMIT.replace("LIMIT", "24"))
+    with open(task / "task.yaml", "a") as spec:
+        spec.write("resources: {max_processes: 24}\n")
+    steps, used, _ = _steps(task, tmp_path / "run", 2)
+    assert [(result.ok, result.limit) for result, _ in steps] == [(True, None), (True, None)], [log for _, log in steps]
+    assert used == 1
+    over = _task_with_runner(tmp_path / "over", FILLS_ITS_TASK_LIMIT.replace("LIMIT", "25"))
+    with open(over / "task.yaml", "a") as spec:
+        spec.write("resources: {max_processes: 24}\n")
+    steps, _, _ = _steps(over, tmp_path / "run_over", 1)
+    assert steps[0][0].limit == "too many processes", steps[0][1]
 
 
 def test_a_sandbox_that_does_not_start_means_one_cold_command(tmp_path):

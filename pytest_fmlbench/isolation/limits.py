@@ -114,7 +114,13 @@ class _CgroupStep(StepGroup):
                 os.close(fd)
 
     def warm_entry(self) -> dict:
-        return {"cgroup_procs": [str(directory / "cgroup.procs") for directory in self.dirs]}
+        entry: dict = {"cgroup_procs": [str(directory / "cgroup.procs") for directory in self.dirs]}
+        try:
+            # a warm command adds a task at its end only where that stays within the limit
+            entry["tasks_max"] = int((self.pids_events.parent / "pids.max").read_text())
+        except (OSError, ValueError):  # "max": none
+            pass
+        return entry
 
     def tripped(self) -> str | None:
         path, key = self.memory_events

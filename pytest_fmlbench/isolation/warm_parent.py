@@ -10,7 +10,7 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
 * harness -> parent, first: ``{"imports": [[module, [from-names]], ...], "optional": bool, "guard": {...}|null}``
 * parent -> harness: the ready report (what was imported, and what would make forking it unsafe)
 * harness -> parent, per command: ``{"mode": "sandbox"|"plain", "script", "argv", "orig_argv", "cwd", "env",
-  "ns_pid", "cgroup_procs", "rlimits", "ahead"}`` with fds [stdout, stderr, status], in sandbox mode then
+  "ns_pid", "cgroup_procs", "tasks_max", "rlimits", "ahead"}`` with fds [stdout, stderr, status], in sandbox mode then
   [go]: a pipe on which the harness writes the pid of the process holding the step's sandbox once it is
   ready (``ns_pid`` null), or which it closes unwritten if the sandbox did not start. With ``ahead``
   (a command built before its request) last [start]: the command's process gets everything ready, reports
@@ -23,7 +23,8 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
   ran), ``exit CODE USER_S SYSTEM_S MINOR_FAULTS`` (the code as subprocess reports it, in sandbox mode as
   bubblewrap reports its command's exit; then the command's CPU time and page faults, in sandbox mode
   with its namespace's init's). In sandbox mode the namespace's init reports the exit once it has
-  ended and reaped every other process of the namespace (nothing of the step runs any more); the child
+  ended and reaped every other process of the namespace, or sees it ending with no descriptor open
+  (nothing of the step runs any more); the child
   that stayed outside reports it again once the init has ended (the only report if the init was killed
   first): the first one counts. The command itself never holds the
   status socket: it could otherwise write any of these lines.
@@ -395,6 +396,8 @@ def _serve(control, dispositions, made):
     # a fork (some 10 ms of CPU copying this image's page tables) made while a command starts or ends
     # competes with it for the CPU
     spare = None
+    # pid -> os.wait4's answer, for children of ours reaped along with the memory keepers
+    reaped = {}
     while True:
         running = any(not ahead for _, _, ahead in children.values())
         events = poller.poll(None if spare is not None or running else 0)
@@ -414,8 +417,26 @@ def _serve(control, dispositions, made):
                 pid, status, _ = children.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
-                _, wait_status, usage = os.wait4(pid, 0)
+                _, wait_status, usage = reaped.pop(pid, None) or os.wait4(pid, 0)
+                # a plain command's memory keeper is this parent's child: those killed before are
+                # reaped by the time the next command's exit is reported
+                ours = {known for known, _, _ in children.values()} | ({spare[0]} if spare is not None else set())
+                while True:
+                    try:
+                        ended = os.wait4(-1, os.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if not ended[0]:
+                        break
+                    if ended[0] in ours:
+                        reaped[ended[0]] = ended
                 if status is not None:
+                    # a plain command (one the parent reports on): its memory keeper and whatever else
+                    # it left in its process group, which the harness kills next anyway
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
                     _report(status, _exit_line(wait_status, usage))
                     os.close(status)
                 continue
@@ -434,7 +455,7 @@ def _serve(control, dispositions, made):
                 try:
                     socket.send_fds(channel, [message], fds)
                 except OSError:
-                    os.waitpid(pid, 0)  # it was killed while waiting: fork afresh
+                    reaped.pop(pid, None) or os.waitpid(pid, 0)  # it was killed while waiting: fork afresh
                     pid = None
                 channel.close()
             if pid is None:
@@ -516,8 +537,10 @@ def _child(request, stdout, stderr, status, control, pidfds, dispositions, made,
             os.close(fd)
         os.setsid()
         _join_limits(request)
+        _Ending.grouped, _Ending.tasks_max = bool(request.get("cgroup_procs")), request.get("tasks_max")
         if request["mode"] == "sandbox":
             _enter_sandbox(request, stdout, stderr, status, last_cap, go, start)  # returns in the command's process only
+            _Ending.sandboxed = True
             for path, mode in made:
                 try:
                     os.mkdir(path, mode)
@@ -618,16 +641,30 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
     code = os.waitstatus_to_exitcode(wait_status)
     code = code if code >= 0 else 128 - code
     # Whatever the command left (its children, a daemon) ends now, as it would when bubblewrap's init
-    # exits. Once all are reaped nothing of the step runs, and this init reports the exit itself: its
-    # own end (releasing its copy of the parent's image, milliseconds) is then nobody's wait.
+    # exits. Once all are reaped, or are ending with nothing left open (the command's memory keeper),
+    # nothing of the step runs, and this init reports the exit itself: its own end and theirs
+    # (releasing memory, milliseconds) is then nobody's wait.
     try:
+        looks = 0
         while True:
             try:
                 os.kill(-1, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             try:
-                os.wait()
+                pid, _ = os.waitpid(-1, os.WNOHANG | _WALL)
+            except ChildProcessError:
+                break
+            if pid:
+                continue
+            if _only_ending_left():
+                break
+            if looks < _ENDING_LOOKS:
+                looks += 1
+                time.sleep(_ENDING_LOOK_S)  # a process killed a moment ago is about to be ending
+                continue
+            try:
+                os.waitpid(-1, _WALL)
             except ChildProcessError:
                 break
         os.dup2(0, 1)  # the step's output ends here (0 is /dev/null)
@@ -637,6 +674,34 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
                         f"{own.ru_stime + children.ru_stime:.6f} {own.ru_minflt + children.ru_minflt}")
     finally:
         os._exit(code)
+
+
+def _only_ending_left():
+    """Whether every process of the namespace but its init is ending (in the kernel's exit, running
+    nothing of its own any more) with no descriptor open: the init may then report the step's end."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit() and name != "1"]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            # every thread: a leader that has exited lists no descriptor while its other threads run
+            tasks = [f"/proc/{pid}/task/{task}" for task in os.listdir(f"/proc/{pid}/task")]
+        except FileNotFoundError:
+            continue  # reaped meanwhile
+        except OSError:
+            return False
+        for task in tasks:
+            try:
+                with open(f"{task}/stat", "rb") as fh:
+                    stat = fh.read()
+                if not int(stat[stat.rindex(b")") + 2:].split()[6]) & PF_EXITING or os.listdir(f"{task}/fd"):
+                    return False
+            except FileNotFoundError:
+                continue  # ended meanwhile
+            except (OSError, ValueError, IndexError):
+                return False
+    return True
 
 
 def _holder_pid(go):
@@ -687,6 +752,15 @@ class _MmMap(ctypes.Structure):
         ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_uint32)]
 
 
+_LIBC.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+CLONE_VM, CLONE_PARENT = 0x100, 0x8000
+_WALL = 0x40000000
+PF_EXITING = 0x4
+# how often, and how long apart, the init looks whether what it killed is ending before it waits
+_ENDING_LOOKS, _ENDING_LOOK_S = 8, 0.0005
+# a command's memory keeper waits in pause(): clone calls it with an argument, which it ignores
+_PAUSE = ctypes.cast(_LIBC.pause, ctypes.c_void_p).value if os.uname().machine in ("x86_64", "aarch64") else None
+_KEEPER_STACK = 1 << 16
 _LIBC.mmap.restype = ctypes.c_void_p
 _LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -1033,7 +1107,8 @@ class _Ending:
     and more) are skipped, the buffers flushed and the process ended (``_exit``), where a fork of the
     parent ran them under a filter that stops any system call but those that release memory
     (``_c_exit_handlers_seen``), no library was loaded since the fork, and the command looked up none
-    of the C functions that register a handler through ctypes. A handler that a library the parent
+    of the C functions that register a handler through ctypes; the command's memory is then handed to
+    a keeper, released after the exit is seen (``_memory_kept_past_the_exit``). A handler that a library the parent
     holds registers later, on first use (a C++ function's static), is taken as that library's
     objects are: to release memory only. What is skipped is the release of every object still alive
     and the interpreter's own state (it calls ``Py_AtExit`` functions and audit hooks too). Releasing an object can be seen only through
@@ -1077,6 +1152,9 @@ class _Ending:
     finalizers = None        # weakref.finalize, if the libraries made any: inert once its atexit has run
     c_handlers = "not probed"  # what the C library's exit handlers were seen to do beyond releasing memory
     c_registered = False     # a C exit handler may have been registered through ctypes since the probe
+    sandboxed = False        # the command is pid 2 of its own namespace, whose init kills all that is left
+    grouped = False          # the command is in a control group of the step's
+    tasks_max = None         # that group's limit on tasks (cgroup's pids.max), where there is one
 
     @staticmethod
     def status_of(exc):
@@ -1151,11 +1229,64 @@ class _Ending:
             if cls.c_handlers is None and not cls.c_registered and _no_code_since_the_fork():
                 # what the C library's exit would do last (its handlers, probed, only release memory)
                 _PYTHON_LIBC.fflush(None)
+                _memory_kept_past_the_exit()
                 os._exit(status)
             # holding the interpreter's lock, as a finalizing interpreter keeps other threads out of it
             _PYTHON_LIBC.exit(status)
         except BaseException:  # noqa: BLE001 - whatever happens here, the interpreter ends as usual
             return
+
+
+def _memory_kept_past_the_exit():
+    """Let the command's exit be seen before its memory is released. Releasing it (the page tables of
+    an image shared with the parent, the pages the command copied) takes 15-20 ms for a small task's
+    libraries, all of it before the exit can be seen: a process's exit releases its memory first. A
+    keeper, a process made with the command's memory (CLONE_VM) and nothing else of it, holds that
+    memory past the exit, and releases it when it is killed: by the namespace's init once it has reaped
+    the command (sandbox mode), or by the parent, which kills the command's process group once it has
+    reaped the command (plain mode; not made if the command left the group this process leads).
+
+    It holds no descriptor (the command's are closed first, as its exit would close them: nothing of
+    the step stays open behind it) and blocks every signal that can be blocked; it runs no code of the
+    command's, only the C library's ``pause`` on a stack of its own, until it is killed. It is the
+    parent's child (CLONE_PARENT), so its end is reaped where the command's is. Where any of this fails,
+    the command simply exits."""
+    if _PAUSE is None:
+        return
+    if _Ending.sandboxed:
+        # one task more in the step's control group: where that would pass its limit, the failed clone
+        # would count as the step's own (and fail it), so none is made
+        if _Ending.tasks_max is not None and _tasks_in_the_namespace() + 2 > _Ending.tasks_max:
+            return
+    elif _Ending.grouped or os.getpgid(0) != os.getpid():
+        # a plain command in a control group: the harness waits for the group to be empty anyway
+        return
+    try:
+        stack = ctypes.create_string_buffer(_KEEPER_STACK)
+        top = (ctypes.addressof(stack) + _KEEPER_STACK - 64) & ~15
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        os.closerange(0, 1 << 30)
+        _LIBC.clone(_PAUSE, ctypes.c_void_p(top), CLONE_VM | CLONE_PARENT, None)
+    except BaseException:  # noqa: BLE001 - the command exits as it would have
+        return
+
+
+def _tasks_in_the_namespace():
+    """The threads of every process of this PID namespace (its init's included): with the child that
+    stayed outside, what the step's control group holds."""
+    count = 0
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return 1 << 30
+    for pid in pids:
+        try:
+            count += len(os.listdir(f"/proc/{pid}/task"))
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return 1 << 30
+    return count
 
 
 def _closed(stream):
@@ -1208,7 +1339,26 @@ def _callback_drops_an_entry(callback, codes):
 
 def _unseen_when_freed(ref, callback, codes):
     """Whether what a weak reference calls back when its referent is freed could not be seen."""
-    return _callback_drops_an_entry(callback, codes) or _forgets_a_type(ref, callback)
+    return _callback_drops_an_entry(callback, codes) or _forgets_a_type(ref, callback) or _pops_from_a_dict(callback)
+
+
+# the whole of a callback that drops its reference from a dictionary through a bound ``pop`` it was given
+# as a default argument (numba interns its types so: ``def _on_type_disposal(wr, _pop=_typecache.pop)``)
+_POPS_ITS_DEFAULT = next(const for const in compile("def _(ref, _pop=None):\n    _pop(ref, None)\n", "<reference>", "exec").co_consts
+                         if isinstance(const, types.CodeType))
+
+
+def _pops_from_a_dict(callback):
+    """Whether a weak reference's callback is a function whose only statement calls its last default, a
+    plain dictionary's bound ``pop``, with the reference and None: it drops an entry, memory only."""
+    if type(callback) is not types.FunctionType or callback.__kwdefaults__:
+        return False
+    code, reference = callback.__code__, _POPS_ITS_DEFAULT
+    if any(getattr(code, name) != getattr(reference, name)
+           for name in ("co_code", "co_consts", "co_names", "co_argcount", "co_kwonlyargcount", "co_nlocals", "co_flags")):
+        return False
+    pop = (callback.__defaults__ or (None,))[-1]
+    return type(pop) is types.BuiltinMethodType and pop.__name__ == "pop" and type(pop.__self__) is dict
 
 
 def _forgets_a_type(ref, callback):
