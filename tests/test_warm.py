@@ -669,6 +669,26 @@ def test_numba_s_interned_types_leave_the_ending_short(tmp_path):
     assert ok, faults
 
 
+def test_tensorflow_s_bindings_and_metrics_leave_the_ending_short(tmp_path):
+    """TensorFlow's bindings (an older pybind11) watch their types with weak references whose callback is
+    bound to a capsule; its monitoring metrics (classes with __slots__, no weak reference) delete their
+    C++ metric when freed: both memory only. A parent that imported TensorFlow's dtypes ends its commands
+    short, one that made a metric of its own too; one whose metric's delete method was replaced (it
+    prints) ends in full."""
+    pytest.importorskip("tensorflow")
+    work = ("from tensorflow.python.eager import monitoring\n"
+            "gauge = monitoring.BoolGauge('/fmlbench/test/gauge', 'a gauge of the test')\n")
+    usage, log = _ending_usage(tmp_path, {
+        "short": work,
+        "full": work + ("gauge._metric_methods = [method._replace(delete=lambda metric: print('deleted'))\n"
+                        "                        for method in gauge._metric_methods]\n"),
+        "none": work + "import os\nos._exit(0)\n",
+    }, imports=[("numpy", []), ("tensorflow.python.framework.dtypes", []), ("tensorflow.python.eager.monitoring", [])])
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
+
+
 def test_a_torch_command_ends_short(tmp_path):
     """torch's bindings watch their types with weak references whose callbacks only forget them; its
     pytree module keeps a mode entered for good; its tensors and the classes pybind11 makes free memory

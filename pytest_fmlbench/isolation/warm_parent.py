@@ -1204,7 +1204,9 @@ class _Ending:
             try:
                 watched.append((_weakref.ref(obj), check))
             except TypeError:
-                refusal = refusal or f"the libraries hold an object with a finalizer ({kind.__qualname__})"
+                # one without weak references (its class has __slots__): judged now, as its library made it
+                if check not in _RELEASES_ONLY.values() or not check(obj):
+                    refusal = refusal or f"the libraries hold an object with a finalizer ({kind.__qualname__})"
         cls.watched = tuple(watched)
         cls.code_files = frozenset(_code_files())
         cls.objects_loaded = _objects_loaded()
@@ -1364,12 +1366,24 @@ def _pops_from_a_dict(callback):
 def _forgets_a_type(ref, callback):
     """pybind11 (torch's bindings, among others) watches each Python type it has met with a weak
     reference whose callback, a lambda of its own, erases the type from its caches: memory only. Its
-    other weak references with a lambda (``keep_alive``) watch instances, not types."""
+    other weak references with a lambda (``keep_alive``) watch instances, not types. The lambda is bound
+    to its function record: an object of pybind11's own type, or before pybind11 2.12 a capsule, unnamed
+    or named by pybind11 (TensorFlow's bindings)."""
     if type(callback) is not types.BuiltinMethodType or callback.__name__ != "":
         return False
-    record = type(callback.__self__)
-    return record.__module__ == "pybind11_builtins" and record.__name__.startswith("pybind11_detail_function_record") \
-        and isinstance(ref(), type)
+    record = callback.__self__
+    kind = type(record)
+    if kind.__module__ == "pybind11_builtins" and kind.__name__.startswith("pybind11_detail_function_record"):
+        return isinstance(ref(), type)
+    if (kind.__module__, kind.__qualname__) == ("builtins", "PyCapsule"):
+        return _capsule_name(record) in (None, b"pybind11_function_record_capsule") and isinstance(ref(), type)
+    return False
+
+
+def _capsule_name(capsule):
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    return get_name(capsule)
 
 
 def _is_weak(kind):
@@ -1392,7 +1406,44 @@ def _finalizer_check(kind):
     if kind is types.AsyncGeneratorType:
         return lambda a: a.ag_frame is None
     idle = _IDLE_WHEN_STOPPED.get((kind.__module__, kind.__qualname__))
-    return idle or f"an object with a finalizer ({kind.__module__}.{kind.__qualname__})"
+    if idle is not None:
+        return idle
+    owner = next((base for base in kind.__mro__ if "__del__" in base.__dict__), None)
+    releases = _RELEASES_ONLY.get((owner.__module__, owner.__qualname__)) if owner is not None else None
+    if releases is not None and getattr(sys.modules.get(owner.__module__), owner.__qualname__, None) is owner:
+        return releases
+    return f"an object with a finalizer ({kind.__module__}.{kind.__qualname__})"
+
+
+def _deletes_its_tf_metric(metric):
+    """TensorFlow's ``Metric.__del__`` returns at once where the metric lacks its methods or its C++
+    metric (AttributeError), and otherwise calls the delete method of its arity on it: it must be a
+    ``TFE_MonitoringDelete<Kind>`` of TensorFlow's bindings, and the metric one of that kind (deleting
+    it unregisters it from the process's registry of metrics: memory only)."""
+    try:
+        methods, arity, held = metric._metric_methods, metric._label_length, metric._metric
+    except AttributeError:
+        return True
+    except Exception:  # noqa: BLE001 - the finalizer would raise it: printed
+        return False
+    if type(methods) is not list or type(arity) is not int or not 0 <= arity < len(methods):
+        return False
+    monitoring = sys.modules.get("tensorflow.python.eager.monitoring")
+    if type(methods[arity]) is not getattr(monitoring, "_MetricMethod", None):
+        return False
+    deleter = methods[arity].delete
+    name = getattr(deleter, "__name__", "")
+    bindings = sys.modules.get("tensorflow.python._pywrap_tfe")
+    return type(deleter) is types.BuiltinFunctionType and name.startswith("TFE_MonitoringDelete") \
+        and getattr(bindings, name, None) is deleter and type(held).__module__ == "tensorflow.python._pywrap_tfe" \
+        and type(held).__name__ == "TFE_Monitoring" + name[len("TFE_MonitoringDelete"):]
+
+
+# finalizers of a library's classes that release what their object holds in the library's C++ core and
+# nothing else, with a test of the object: (module, class that defines __del__) -> test
+_RELEASES_ONLY = {
+    ("tensorflow.python.eager.monitoring", "Metric"): _deletes_its_tf_metric,
+}
 
 
 def _left_to_see():
