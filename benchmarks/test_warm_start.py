@@ -20,6 +20,13 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 
 Measured on 2 cores, neither target met:
 
+* fairness step with and without memory keepers (commit "warm: a command that ends short hands its
+  memory to a keeper"), three rounds of each interleaved in one session, each run a median of 6 steps
+  (load average 1.1-1.5): step 0.128-0.148 s (median of the runs 0.134) against 0.165-0.180 s
+  (0.169); back to back 0.177-0.200 s (0.181) against 0.195-0.229 s (0.200). Experiment end 19-25 ->
+  5-8 ms, evaluator end 16-20 -> 4-6 ms; the main()s 0.10-0.11 -> 0.12-0.14 s, as the release runs
+  beside the next command on the same 2 cores: start-up and harness 16-19% by this measure, the
+  total CPU time unchanged.
 * fairness step, median of 6 (load average 0.5-0.7, two runs; commit "Warm parents import what the
   libraries they hold import on first use"): warm 0.142-0.144 s of which main()s 0.104 s (start-up and
   harness 26.5%), cold 2.25 s (95.8%), 16 times faster. Experiment end 15-17 ms, evaluator end 10-11 ms
