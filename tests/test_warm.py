@@ -562,17 +562,31 @@ def _ending_usage(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []
 def test_a_command_whose_end_nobody_could_see_skips_the_teardown(tmp_path):
     """Freeing the parent's objects at exit writes to the pages the command shares with the parent (each
     copied on write): a command that leaves nothing whose end could be seen skips that, one that leaves
-    a finalizer to run (a suspended generator on a library) ends in full."""
+    a finalizer to run (a generator suspended in a try on a library: closing it runs its finally) ends
+    in full. One suspended outside any try is closed without running anything of its own."""
     work = "import numpy\nnumpy.linalg.inv(numpy.eye(3))\n"
     usage, log = _ending_usage(tmp_path, {
         "short": work,
-        "full": work + "import json\ndef gen():\n    yield 1\njson._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n",
+        "short-generator": work + "import json\ndef gen():\n    while True:\n        yield 1\n"
+                                  "json._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n",
+        "full": work + ("import json\ndef gen():\n    try:\n        yield 1\n    finally:\n        print('closed')\n"
+                        "json._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n"),
         # no ending at all: what the fork and the work cost
         "none": work + "import os\nos._exit(0)\n",
     })
     assert "short endings: on" in log, log
     faults = {name: u.minor_faults for name, u in usage.items()}
-    assert faults["short"] - faults["none"] < (faults["full"] - faults["none"]) / 3, faults
+    for short in ("short", "short-generator"):
+        assert faults[short] - faults["none"] < (faults["full"] - faults["none"]) / 3, faults
+
+
+def _check_short_and_full(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),)) -> None:
+    """Run ``scripts`` as ``_ending_usage`` does: the parent ends its commands short, and those named
+    ``short*`` skipped the teardown where those named ``full*`` did not."""
+    usage, log = _ending_usage(tmp_path, scripts, imports)
+    assert "short endings: on" in log, log
+    ok, faults = _short_and_full(usage)
+    assert ok, faults
 
 
 def _short_and_full(usage: dict) -> bool:
@@ -595,15 +609,12 @@ def test_the_data_guard_s_hook_and_numpy_s_generators_leave_the_ending_short(tmp
     (changed / "data_guard.py").write_text(guard.replace("    sys.addaudithook(hook)", "    hook.changed = True\n    sys.addaudithook(hook)"))
     work = "import numpy\nnumpy.linalg.inv(numpy.eye(3))\nrng = numpy.random.default_rng(0)\nold = numpy.random.RandomState(1)\n"
     seal = "import sys\nsys.path.insert(0, {folder!r})\nimport data_guard\ndata_guard.seal([{folder!r} + '/sealed'])\n"
-    usage, log = _ending_usage(tmp_path, {
+    _check_short_and_full(tmp_path, {
         "short-sealed": work + seal.format(folder=str(tmp_path)),
         "full-own-hook": work + "import sys\nsys.addaudithook(lambda event, args: None)\n",
         "full-changed-guard": work + seal.format(folder=str(changed)),
         "none": work + "import os\nos._exit(0)\n",
     }, imports=[("numpy", []), ("numpy.random", [])])
-    assert "short endings: on" in log, log
-    ok, faults = _short_and_full(usage)
-    assert ok, faults
 
 
 def test_arrays_frames_and_models_left_alive_leave_the_ending_short(tmp_path):
@@ -618,14 +629,11 @@ def test_arrays_frames_and_models_left_alive_leave_the_ending_short(tmp_path):
             f"mapped = numpy.load({str(tmp_path / 'data.npy')!r}, mmap_mode='r')\n"
             "frame = pandas.DataFrame({'x': mapped, 'y': mapped * 2}).groupby(mapped > 5).mean()\n"
             "class Config(pydantic.BaseModel):\n    lr: float = 0.1\nconfig = Config(lr=0.5)\n")
-    usage, log = _ending_usage(tmp_path, {
+    _check_short_and_full(tmp_path, {
         "short": work,
         "full": work + "class Noisy:\n    def __del__(self):\n        sys.stderr.write('freed')\nkept = Noisy()\n",
         "none": work + "import os\nos._exit(0)\n",
     }, imports=[("numpy", []), ("pandas", []), ("pydantic", [])])
-    assert "short endings: on" in log, log
-    ok, faults = _short_and_full(usage)
-    assert ok, faults
 
 
 def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_path):
@@ -638,15 +646,12 @@ def test_a_library_loaded_after_the_fork_ends_short_only_if_it_is_installed(tmp_
     built = tmp_path / "built" / Path(_statistics.__file__).name
     built.parent.mkdir()
     shutil.copy(_statistics.__file__, built)
-    usage, log = _ending_usage(tmp_path, {
+    _check_short_and_full(tmp_path, {
         "short": work + "import _statistics, termios\n",
         "full": work + f"import ctypes\nctypes.CDLL({str(built)!r})\n",
         # a library loaded since the fork: the C library's exit handlers run in every ending
         "none": work + "import ctypes\nctypes.PyDLL(None).exit(0)\n",
     })
-    assert "short endings: on" in log, log
-    ok, faults = _short_and_full(usage)
-    assert ok, faults
 
 
 def test_numba_s_interned_types_leave_the_ending_short(tmp_path):
@@ -656,7 +661,7 @@ def test_numba_s_interned_types_leave_the_ending_short(tmp_path):
     shape whose pop is a dictionary subclass's own (it prints) ends in full."""
     pytest.importorskip("numba")
     work = "import numba\nkind = numba.types.Array(numba.types.float64, 2, 'C')\n"
-    usage, log = _ending_usage(tmp_path, {
+    _check_short_and_full(tmp_path, {
         "short": work,
         "full": work + ("import weakref\nclass Loud(dict):\n    def pop(self, *args):\n        print('popped')\n"
                         "        return super().pop(*args)\ncache = Loud()\n"
@@ -664,6 +669,51 @@ def test_numba_s_interned_types_leave_the_ending_short(tmp_path):
                         "class Kept:\n    pass\nkept = Kept()\ncache[weakref.ref(kept, gone)] = 1\n"),
         "none": work + "import os\nos._exit(0)\n",
     }, imports=[("numpy", []), ("numba", [])])
+
+
+JITTED = """
+import numba
+
+@numba.njit("int64(int64)")
+def step(x):
+    return x + 1
+"""
+
+
+def test_numba_s_compiled_code_leaves_the_ending_short(tmp_path):
+    """A library that compiles with numba as it is imported (ART's harness does) leaves llvmlite's
+    objects (their finalizers do nothing once llvmlite's atexit handler has run) and numba's typing
+    context's weak references (their callback pops them from its globals) in the parent: its commands
+    end short, one that compiles code of its own too. One that replaced llvmlite's finalizer (it prints)
+    ends in full."""
+    pytest.importorskip("numba")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "fmlbench_jitted.py").write_text(JITTED)
+    env = scrubbed_env({"PYTHONPATH": str(lib)})
+    work = ("import numba, fmlbench_jitted\nfmlbench_jitted.step(1)\n"
+            "@numba.njit\ndef twice(x):\n    return 2 * x\ntwice(3)\n")
+    scripts = {
+        "short": work,
+        "full": work + "import llvmlite.binding.ffi as ffi\nffi.ObjectRef.__del__ = lambda self: print('disposed')\n",
+        "none": work + "import os\nos._exit(0)\n",
+    }
+    pool = warm.WarmPool([("fmlbench_jitted", [])], [], False, tmp_path / "logs", [].append)
+    usage = {}
+    try:
+        for name, source in scripts.items():
+            script = tmp_path / f"{name}.py"
+            script.write_text(source)
+            proc = pool.launcher("experiment", [sys.executable, str(script)], (), tmp_path, env)(None)
+            assert proc is not None, name
+            proc.stdout.read()
+            assert proc.wait(120) == 0, proc.stderr.read()
+            proc.stdout.close()
+            proc.stderr.close()
+            usage[name] = proc.usage
+    finally:
+        pool.close()
+    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
     assert "short endings: on" in log, log
     ok, faults = _short_and_full(usage)
     assert ok, faults
@@ -678,15 +728,12 @@ def test_tensorflow_s_bindings_and_metrics_leave_the_ending_short(tmp_path):
     pytest.importorskip("tensorflow")
     work = ("from tensorflow.python.eager import monitoring\n"
             "gauge = monitoring.BoolGauge('/fmlbench/test/gauge', 'a gauge of the test')\n")
-    usage, log = _ending_usage(tmp_path, {
+    _check_short_and_full(tmp_path, {
         "short": work,
         "full": work + ("gauge._metric_methods = [method._replace(delete=lambda metric: print('deleted'))\n"
                         "                        for method in gauge._metric_methods]\n"),
         "none": work + "import os\nos._exit(0)\n",
     }, imports=[("numpy", []), ("tensorflow.python.framework.dtypes", []), ("tensorflow.python.eager.monitoring", [])])
-    assert "short endings: on" in log, log
-    ok, faults = _short_and_full(usage)
-    assert ok, faults
 
 
 def test_a_torch_command_ends_short(tmp_path):
@@ -700,7 +747,7 @@ def test_a_torch_command_ends_short(tmp_path):
     pytest.importorskip("optree")  # torch's pytree module enters its mode when optree is there
     work = ("import torch\nmodel = torch.nn.Linear(4, 2)\nloss = model(torch.randn(8, 4)).pow(2).mean()\n"
             "loss.backward()\n")
-    usage, log = _ending_usage(tmp_path, {
+    _check_short_and_full(tmp_path, {
         "short": work,
         "full-own-mode": work + ("import optree\nmode = optree.dict_insertion_ordered(True, namespace='x')\n"
                                  "mode.__enter__()\n"),
@@ -712,9 +759,6 @@ def test_a_torch_command_ends_short(tmp_path):
         "full-finalizers-not-called": work + "import atexit, weakref\natexit.unregister(weakref.finalize._exitfunc)\n",
         "none": work + "import ctypes\nctypes.PyDLL(None).exit(0)\n",
     }, imports=[("torch", []), ("torch.utils._cxx_pytree", [])])
-    assert "short endings: on" in log, log
-    ok, faults = _short_and_full(usage)
-    assert ok, faults
 
 
 EXIT_WRITER = """

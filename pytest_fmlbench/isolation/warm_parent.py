@@ -1053,7 +1053,8 @@ def _c_exit_handlers_seen():
 # Python subclass's __del__ is looked at as any finalizer is), with a test where that holds in a state
 # only: torch's tensors and storages, the classes and descriptors that pybind11 and torch make (a bound
 # library loaded after the fork makes some), numpy's arrays (those the collector tracks: a Python
-# subclass's, np.memmap's) and generators, pandas' and pydantic's objects that scripts keep
+# subclass's, np.memmap's) and generators, numba's compiled functions, pandas' and pydantic's objects
+# that scripts keep
 _FREES_MEMORY_ONLY = {
     ("torch._C", "TensorBase"): None, ("torch._C", "StorageBase"): None, ("torch._C", "_TensorMeta"): None,
     ("pybind11_builtins", "pybind11_type"): None, ("pybind11_builtins", "pybind11_static_property"): None,
@@ -1064,6 +1065,8 @@ _FREES_MEMORY_ONLY = {
     ("numpy.random._pcg64", "PCG64"): None, ("numpy.random._pcg64", "PCG64DXSM"): None,
     ("numpy.random._mt19937", "MT19937"): None, ("numpy.random._philox", "Philox"): None,
     ("numpy.random._sfc64", "SFC64"): None,
+    # numba's compiled functions: their dispatchers, closures and environments
+    ("_dispatcher", "Dispatcher"): None, ("_dynfunc", "_Closure"): None, ("_dynfunc", "Environment"): None,
 }
 # and every type of these libraries' compiled cores (pandas' Cython internals, pydantic's Rust core)
 _FREES_MEMORY_ONLY_IN = ("pandas._libs.", "pydantic_core.")
@@ -1153,6 +1156,7 @@ class _Ending:
     c_handlers = "not probed"  # what the C library's exit handlers were seen to do beyond releasing memory
     c_registered = False     # a C exit handler may have been registered through ctypes since the probe
     sandboxed = False        # the command is pid 2 of its own namespace, whose init kills all that is left
+    llvmlite = None          # llvmlite's finalizers and shutdown flag as the parent's imports made them
     grouped = False          # the command is in a control group of the step's
     tasks_max = None         # that group's limit on tasks (cgroup's pids.max), where there is one
 
@@ -1178,6 +1182,7 @@ class _Ending:
         cls.streams = frozenset(layers - {id(None)})
         watched, refusal = [], cls.hooked and "an audit hook was added while importing"
         seen, codes = {}, _dropping_codes()
+        cls.llvmlite = _llvmlite_as_made()
         for obj in gc.get_objects():
             kind = type(obj)
             if _is_weak(kind):
@@ -1205,7 +1210,7 @@ class _Ending:
                 watched.append((_weakref.ref(obj), check))
             except TypeError:
                 # one without weak references (its class has __slots__): judged now, as its library made it
-                if check not in _RELEASES_ONLY.values() or not check(obj):
+                if check not in _UNSEEN_FINALIZERS.values() or not check(obj):
                     refusal = refusal or f"the libraries hold an object with a finalizer ({kind.__qualname__})"
         cls.watched = tuple(watched)
         cls.code_files = frozenset(_code_files())
@@ -1341,26 +1346,38 @@ def _callback_drops_an_entry(callback, codes):
 
 def _unseen_when_freed(ref, callback, codes):
     """Whether what a weak reference calls back when its referent is freed could not be seen."""
-    return _callback_drops_an_entry(callback, codes) or _forgets_a_type(ref, callback) or _pops_from_a_dict(callback)
+    return _callback_drops_an_entry(callback, codes) or _forgets_a_type(ref, callback) or _pops_from_a_dict(ref, callback)
+
+
+def _function_code(source):
+    return next(const for const in compile(source, "<reference>", "exec").co_consts if isinstance(const, types.CodeType))
 
 
 # the whole of a callback that drops its reference from a dictionary through a bound ``pop`` it was given
-# as a default argument (numba interns its types so: ``def _on_type_disposal(wr, _pop=_typecache.pop)``)
-_POPS_ITS_DEFAULT = next(const for const in compile("def _(ref, _pop=None):\n    _pop(ref, None)\n", "<reference>", "exec").co_consts
-                         if isinstance(const, types.CodeType))
+# as a default argument, numba's two: its interned types (``def _on_type_disposal(wr, _pop=_typecache.pop):
+# _pop(wr, None)``) and its typing context's globals (``def on_disposal(wr, pop=self._globals.pop): pop(wr)``,
+# which raises, printed, where the entry is gone)
+_POPS_ITS_DEFAULT = _function_code("def _(ref, _pop=None):\n    _pop(ref, None)\n")
+_POPS_ITS_DEFAULT_OR_RAISES = _function_code("def _(ref, _pop=None):\n    _pop(ref)\n")
+_CODE_FIELDS = ("co_code", "co_consts", "co_names", "co_argcount", "co_kwonlyargcount", "co_nlocals", "co_freevars")
+_CO_NESTED = 0x10  # a function defined in another: the same code
 
 
-def _pops_from_a_dict(callback):
+def _pops_from_a_dict(ref, callback):
     """Whether a weak reference's callback is a function whose only statement calls its last default, a
-    plain dictionary's bound ``pop``, with the reference and None: it drops an entry, memory only."""
+    dictionary's own bound ``pop``, with the reference (and None, or the reference is in it): it drops
+    an entry, memory only."""
     if type(callback) is not types.FunctionType or callback.__kwdefaults__:
         return False
-    code, reference = callback.__code__, _POPS_ITS_DEFAULT
-    if any(getattr(code, name) != getattr(reference, name)
-           for name in ("co_code", "co_consts", "co_names", "co_argcount", "co_kwonlyargcount", "co_nlocals", "co_flags")):
-        return False
+    code = callback.__code__
+    shape = next((reference for reference in (_POPS_ITS_DEFAULT, _POPS_ITS_DEFAULT_OR_RAISES)
+                  if all(getattr(code, name) == getattr(reference, name) for name in _CODE_FIELDS)
+                  and code.co_flags & ~_CO_NESTED == reference.co_flags), None)
     pop = (callback.__defaults__ or (None,))[-1]
-    return type(pop) is types.BuiltinMethodType and pop.__name__ == "pop" and type(pop.__self__) is dict
+    if shape is None or type(pop) is not types.BuiltinMethodType or pop.__name__ != "pop" \
+            or not isinstance(pop.__self__, dict):
+        return False
+    return shape is _POPS_ITS_DEFAULT or dict.__contains__(pop.__self__, ref)
 
 
 def _forgets_a_type(ref, callback):
@@ -1400,7 +1417,7 @@ def _finalizer_check(kind):
         return lambda s: True  # it warns (ResourceWarning, ignored or no short ending) and closes
     if kind is types.GeneratorType:
         # closing a generator that never started or has finished runs none of its code
-        return lambda g: not g.gi_running and not g.gi_suspended
+        return lambda g: not g.gi_running and (not g.gi_suspended or _closes_quietly(g))
     if kind is types.CoroutineType:
         return lambda c: c.cr_frame is None  # one never awaited warns
     if kind is types.AsyncGeneratorType:
@@ -1409,10 +1426,24 @@ def _finalizer_check(kind):
     if idle is not None:
         return idle
     owner = next((base for base in kind.__mro__ if "__del__" in base.__dict__), None)
-    releases = _RELEASES_ONLY.get((owner.__module__, owner.__qualname__)) if owner is not None else None
+    releases = _UNSEEN_FINALIZERS.get((owner.__module__, owner.__qualname__)) if owner is not None else None
     if releases is not None and getattr(sys.modules.get(owner.__module__), owner.__qualname__, None) is owner:
         return releases
+    if _does_nothing(kind.__del__):
+        return lambda obj: _does_nothing(type(obj).__del__)  # numba's environments: it may be replaced since
     return f"an object with a finalizer ({kind.__module__}.{kind.__qualname__})"
+
+
+_RETURNS = _function_code("def _(self):\n    return\n")
+
+
+def _does_nothing(finalizer):
+    """Whether a finalizer is a function whose whole body is ``return`` (or ``pass``)."""
+    if type(finalizer) is not types.FunctionType:
+        return False
+    code = finalizer.__code__
+    return all(getattr(code, name) == getattr(_RETURNS, name) for name in _CODE_FIELDS) \
+        and code.co_flags & ~_CO_NESTED == _RETURNS.co_flags
 
 
 def _deletes_its_tf_metric(metric):
@@ -1439,11 +1470,78 @@ def _deletes_its_tf_metric(metric):
         and type(held).__name__ == "TFE_Monitoring" + name[len("TFE_MonitoringDelete"):]
 
 
-# finalizers of a library's classes that release what their object holds in the library's C++ core and
-# nothing else, with a test of the object: (module, class that defines __del__) -> test
-_RELEASES_ONLY = {
+def _llvmlite_shut_down(obj):
+    """llvmlite's objects (numba's compiled code, its LLVM modules and target machines) dispose of
+    their LLVM resource when freed, unless llvmlite's atexit handler has run: it sets the flag their
+    finalizer looks at first, through a function bound as its default. By a command's ending it has
+    run; the finalizer, that function and the flag must be the ones llvmlite made as the parent
+    imported it."""
+    made = _Ending.llvmlite
+    common = sys.modules.get("llvmlite.binding.common")
+    if made is None or common is None:
+        return False
+    finalizers, test, test_code, flag = made
+    finalizer = type(obj).__del__
+    return any(finalizer is function and finalizer.__code__ is code for function, code in finalizers) \
+        and finalizer.__defaults__ == (test,) and test.__code__ is test_code and test.__defaults__ == (flag,) \
+        and common._shutting_down is flag and type(flag) is list and flag[:1] == [True]
+
+
+def _llvmlite_as_made():
+    """What ``_llvmlite_shut_down`` compares with, as the parent's imports left it."""
+    common, ffi = sys.modules.get("llvmlite.binding.common"), sys.modules.get("llvmlite.binding.ffi")
+    test = getattr(common, "_is_shutting_down", None)
+    if ffi is None or type(test) is not types.FunctionType:
+        return None
+    finalizers = tuple((kind.__dict__["__del__"], kind.__dict__["__del__"].__code__)
+                       for kind in (getattr(ffi, "ObjectRef", None), getattr(ffi, "OutputString", None))
+                       if isinstance(kind, type) and type(kind.__dict__.get("__del__")) is types.FunctionType)
+    return finalizers, test, test.__code__, getattr(common, "_shutting_down", None)
+
+
+# finalizers of a library's classes that could not be seen at a command's end, with a test of the
+# object: (module, class that defines __del__) -> test
+_UNSEEN_FINALIZERS = {
+    # they release what their object holds in TensorFlow's C++ core and nothing else
     ("tensorflow.python.eager.monitoring", "Metric"): _deletes_its_tf_metric,
+    # they do nothing once llvmlite's atexit handler has run
+    ("llvmlite.binding.ffi", "ObjectRef"): _llvmlite_shut_down,
+    ("llvmlite.binding.ffi", "OutputString"): _llvmlite_shut_down,
 }
+
+
+def _closes_quietly(generator):
+    """Whether closing a suspended generator runs none of its code: no handler of its frame (a try,
+    except, with or finally) covers the point where it is suspended, so the GeneratorExit raised there
+    leaves it at once (numba's ``stream_list``, suspended in ``while True: ... yield``). The handler
+    the compiler wraps around every generator's body from Python 3.12 (it turns a StopIteration into a
+    RuntimeError and re-raises anything else) is no code of the generator's."""
+    frame, code = generator.gi_frame, generator.gi_code
+    targets = [target for start, end, target in _exception_table(code) if start <= frame.f_lasti < end]
+    if not targets:
+        return True
+    import dis
+
+    at = {instruction.offset: instruction for instruction in dis.get_instructions(code)}
+    return all(target in at and at[target].opname == "CALL_INTRINSIC_1"
+               and "STOPITERATION_ERROR" in at[target].argrepr for target in targets)
+
+
+def _exception_table(code):
+    """(start, end, target) in bytes of every entry of a code object's exception table (Python 3.11
+    and later: each entry four numbers, each in 6-bit groups, most significant first, 64 marking that
+    another group follows, 128 the first byte of an entry; offsets in 2-byte code units)."""
+    table = getattr(code, "co_exceptiontable", b"")
+    numbers, value, entries = [], 0, []
+    for byte in table:
+        value = (value << 6) | (byte & 63)
+        if not byte & 64:
+            numbers.append(value)
+            value = 0
+    for i in range(0, len(numbers) - 3, 4):
+        start, length, target = numbers[i] * 2, numbers[i + 1] * 2, numbers[i + 2] * 2
+        entries.append((start, start + length, target))
+    return entries
 
 
 def _left_to_see():
