@@ -534,23 +534,25 @@ def test_commands_of_another_form_start_cold():
 # -- a command's ending ------------------------------------------------------------------------------
 
 
-def _ending_usage(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),)) -> tuple[dict, str]:
-    """Each script run as a harness command forked from one parent that imported ``imports`` (numpy):
-    its usage, and the parent's log."""
+def _ending_usage(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),),
+                  lib: Path | None = None) -> tuple[dict, str]:
+    """Each script run as a harness command forked from one parent that imported ``imports`` (numpy), or
+    with ``lib`` as an experiment whose parent imports them from there: its usage, and the parent's log."""
     from pytest_fmlbench.workspace import HARNESS_PYTHON
 
-    pool = warm.WarmPool([], [(module, list(names)) for module, names in imports], False, tmp_path / "logs",
-                         [].append)
+    wanted = [(module, list(names)) for module, names in imports]
+    pool = warm.WarmPool(wanted if lib else [], [] if lib else wanted, False, tmp_path / "logs", [].append)
+    env = scrubbed_env({"PYTHONPATH": str(lib)} if lib else {})
+    kind, python = ("experiment", [sys.executable]) if lib else ("harness", HARNESS_PYTHON)
     usage = {}
     try:
         for name, source in scripts.items():
             script = tmp_path / f"{name}.py"
             script.write_text(source)
-            argv = [*HARNESS_PYTHON, str(script)]
-            proc = pool.launcher("harness", argv, tuple(HARNESS_PYTHON[1:]), tmp_path, scrubbed_env({}))(None)
+            proc = pool.launcher(kind, [*python, str(script)], tuple(python[1:]), tmp_path, env)(None)
             assert proc is not None, name
             proc.stdout.read()
-            assert proc.wait(60) == 0, proc.stderr.read()
+            assert proc.wait(120) == 0, proc.stderr.read()
             proc.stdout.close()
             proc.stderr.close()
             usage[name] = proc.usage
@@ -580,10 +582,11 @@ def test_a_command_whose_end_nobody_could_see_skips_the_teardown(tmp_path):
         assert faults[short] - faults["none"] < (faults["full"] - faults["none"]) / 3, faults
 
 
-def _check_short_and_full(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),)) -> None:
+def _check_short_and_full(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),),
+                          lib: Path | None = None) -> None:
     """Run ``scripts`` as ``_ending_usage`` does: the parent ends its commands short, and those named
     ``short*`` skipped the teardown where those named ``full*`` did not."""
-    usage, log = _ending_usage(tmp_path, scripts, imports)
+    usage, log = _ending_usage(tmp_path, scripts, imports, lib)
     assert "short endings: on" in log, log
     ok, faults = _short_and_full(usage)
     assert ok, faults
@@ -690,33 +693,13 @@ def test_numba_s_compiled_code_leaves_the_ending_short(tmp_path):
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "fmlbench_jitted.py").write_text(JITTED)
-    env = scrubbed_env({"PYTHONPATH": str(lib)})
     work = ("import numba, fmlbench_jitted\nfmlbench_jitted.step(1)\n"
             "@numba.njit\ndef twice(x):\n    return 2 * x\ntwice(3)\n")
-    scripts = {
+    _check_short_and_full(tmp_path, {
         "short": work,
         "full": work + "import llvmlite.binding.ffi as ffi\nffi.ObjectRef.__del__ = lambda self: print('disposed')\n",
         "none": work + "import os\nos._exit(0)\n",
-    }
-    pool = warm.WarmPool([("fmlbench_jitted", [])], [], False, tmp_path / "logs", [].append)
-    usage = {}
-    try:
-        for name, source in scripts.items():
-            script = tmp_path / f"{name}.py"
-            script.write_text(source)
-            proc = pool.launcher("experiment", [sys.executable, str(script)], (), tmp_path, env)(None)
-            assert proc is not None, name
-            proc.stdout.read()
-            assert proc.wait(120) == 0, proc.stderr.read()
-            proc.stdout.close()
-            proc.stderr.close()
-            usage[name] = proc.usage
-    finally:
-        pool.close()
-    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
-    assert "short endings: on" in log, log
-    ok, faults = _short_and_full(usage)
-    assert ok, faults
+    }, imports=[("fmlbench_jitted", [])], lib=lib)
 
 
 def test_tensorflow_s_bindings_and_metrics_leave_the_ending_short(tmp_path):
