@@ -573,13 +573,19 @@ def test_a_command_whose_end_nobody_could_see_skips_the_teardown(tmp_path):
                                   "json._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n",
         "full": work + ("import json\ndef gen():\n    try:\n        yield 1\n    finally:\n        print('closed')\n"
                         "json._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n"),
+        # no try around its yield from, but what it delegates to is closed first
+        "full-delegating": work + ("import json\nclass Closes:\n    def __iter__(self):\n        return self\n"
+                                   "    def __next__(self):\n        return 1\n    def close(self):\n"
+                                   "        print('closed')\ndef gen():\n    yield from Closes()\n"
+                                   "json._fmlbench_gen = gen()\nnext(json._fmlbench_gen)\n"),
         # no ending at all: what the fork and the work cost
         "none": work + "import os\nos._exit(0)\n",
     })
     assert "short endings: on" in log, log
     faults = {name: u.minor_faults for name, u in usage.items()}
     for short in ("short", "short-generator"):
-        assert faults[short] - faults["none"] < (faults["full"] - faults["none"]) / 3, faults
+        for full in ("full", "full-delegating"):
+            assert faults[short] - faults["none"] < (faults[full] - faults["none"]) / 3, faults
 
 
 def _check_short_and_full(tmp_path: Path, scripts: dict[str, str], imports=(("numpy", []),),

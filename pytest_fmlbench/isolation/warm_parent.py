@@ -1515,7 +1515,10 @@ def _closes_quietly(generator):
     except, with or finally) covers the point where it is suspended, so the GeneratorExit raised there
     leaves it at once (numba's ``stream_list``, suspended in ``while True: ... yield``). The handler
     the compiler wraps around every generator's body from Python 3.12 (it turns a StopIteration into a
-    RuntimeError and re-raises anything else) is no code of the generator's."""
+    RuntimeError and re-raises anything else) is no code of the generator's. One suspended in a
+    ``yield from`` closes what it delegates to first (its ``close``: any code)."""
+    if generator.gi_yieldfrom is not None:
+        return False
     frame, code = generator.gi_frame, generator.gi_code
     targets = [target for start, end, target in _exception_table(code) if start <= frame.f_lasti < end]
     if not targets:
