@@ -1517,8 +1517,8 @@ def _closes_quietly(generator):
     the compiler wraps around every generator's body from Python 3.12 (it turns a StopIteration into a
     RuntimeError and re-raises anything else) is no code of the generator's. One suspended in a
     ``yield from`` closes what it delegates to first (its ``close``: any code)."""
-    if generator.gi_yieldfrom is not None:
-        return False
+    if generator.gi_yieldfrom is not None or not hasattr(generator.gi_code, "co_exceptiontable"):
+        return False  # (before 3.11 handlers were set up as the code ran, not in a table)
     frame, code = generator.gi_frame, generator.gi_code
     targets = [target for start, end, target in _exception_table(code) if start <= frame.f_lasti < end]
     if not targets:
@@ -1534,9 +1534,8 @@ def _exception_table(code):
     """(start, end, target) in bytes of every entry of a code object's exception table (Python 3.11
     and later: each entry four numbers, each in 6-bit groups, most significant first, 64 marking that
     another group follows, 128 the first byte of an entry; offsets in 2-byte code units)."""
-    table = getattr(code, "co_exceptiontable", b"")
     numbers, value, entries = [], 0, []
-    for byte in table:
+    for byte in code.co_exceptiontable:
         value = (value << 6) | (byte & 63)
         if not byte & 64:
             numbers.append(value)
