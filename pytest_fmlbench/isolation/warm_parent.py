@@ -676,31 +676,41 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
         os._exit(code)
 
 
-def _only_ending_left():
-    """Whether every process of the namespace but its init is ending (in the kernel's exit, running
-    nothing of its own any more) with no descriptor open: the init may then report the step's end."""
+def _namespace_tasks(init=True):
+    """The /proc folder of every thread of every process of this PID namespace (its init's too, unless
+    ``init`` is False), or None where /proc cannot say."""
     try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit() and name != "1"]
+        pids = [name for name in os.listdir("/proc") if name.isdigit() and (init or name != "1")]
     except OSError:
-        return False
+        return None
+    folders = []
     for pid in pids:
         try:
-            # every thread: a leader that has exited lists no descriptor while its other threads run
-            tasks = [f"/proc/{pid}/task/{task}" for task in os.listdir(f"/proc/{pid}/task")]
+            folders += [f"/proc/{pid}/task/{task}" for task in os.listdir(f"/proc/{pid}/task")]
         except FileNotFoundError:
             continue  # reaped meanwhile
         except OSError:
-            return False
-        for task in tasks:
-            try:
-                with open(f"{task}/stat", "rb") as fh:
-                    stat = fh.read()
-                if not int(stat[stat.rindex(b")") + 2:].split()[6]) & PF_EXITING or os.listdir(f"{task}/fd"):
-                    return False
-            except FileNotFoundError:
-                continue  # ended meanwhile
-            except (OSError, ValueError, IndexError):
+            return None
+    return folders
+
+
+def _only_ending_left():
+    """Whether every process of the namespace but its init is ending (in the kernel's exit, running
+    nothing of its own any more) with no descriptor open: the init may then report the step's end.
+    Every thread is looked at: a leader that has exited lists no descriptor while its other threads run."""
+    tasks = _namespace_tasks(init=False)
+    if tasks is None:
+        return False
+    for task in tasks:
+        try:
+            with open(f"{task}/stat", "rb") as fh:
+                stat = fh.read()
+            if not int(stat[stat.rindex(b")") + 2:].split()[6]) & PF_EXITING or os.listdir(f"{task}/fd"):
                 return False
+        except FileNotFoundError:
+            continue  # ended meanwhile
+        except (OSError, ValueError, IndexError):
+            return False
     return True
 
 
@@ -1281,19 +1291,8 @@ def _memory_kept_past_the_exit():
 def _tasks_in_the_namespace():
     """The threads of every process of this PID namespace (its init's included): with the child that
     stayed outside, what the step's control group holds."""
-    count = 0
-    try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return 1 << 30
-    for pid in pids:
-        try:
-            count += len(os.listdir(f"/proc/{pid}/task"))
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return 1 << 30
-    return count
+    tasks = _namespace_tasks()
+    return len(tasks) if tasks is not None else 1 << 30
 
 
 def _closed(stream):
