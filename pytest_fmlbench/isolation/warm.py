@@ -138,7 +138,7 @@ from typing import Callable
 from . import mounts, package_data
 from .limits import StepGroup, create as create_group
 
-PARENT_SCRIPT = Path(__file__).with_name("warm_parent.py")
+PARENT_SCRIPT = Path(__file__).with_name("warm_parent_main.py")
 # where a run's logs say why commands started cold
 WARM_LOG = "warm_start.log"
 # the command the step's sandbox holds while the child joins it: prints when the sandbox is ready,

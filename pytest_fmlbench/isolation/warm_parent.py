@@ -1,7 +1,8 @@
 """A warm parent: an interpreter that has imported a task's heavy libraries and forks one child per command.
 
-Run as a script by ``pytest_fmlbench.isolation.warm`` (never imported): ``python [flags] warm_parent.py FD``,
-FD one end of a SOCK_SEQPACKET socket pair whose other end only the harness holds. It imports nothing
+Compiled and run by its script, ``warm_parent_main.py`` (never imported), which
+``pytest_fmlbench.isolation.warm`` starts as ``python [flags] warm_parent_main.py FD``, FD one end of
+a SOCK_SEQPACKET socket pair whose other end only the harness holds. It imports nothing
 of this package and no task or agent code, only the standard library and the modules the harness
 names. See ``warm``'s docstring for the design and the guarantees; this file is the mechanism.
 
@@ -32,27 +33,23 @@ Messages (JSON, one per packet; file descriptors ride along as SCM_RIGHTS):
 
 import os
 import sys
-
-# this folder is not the command's: no module of it may be importable as a top-level name
-del sys.path[0]
-
-import atexit  # noqa: E402
-import ctypes  # noqa: E402
-import errno  # noqa: E402
-import gc  # noqa: E402
-import importlib.machinery  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import resource  # noqa: E402
-import select  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import struct  # noqa: E402
-import _socket  # noqa: E402
-import time  # noqa: E402
-import types  # noqa: E402
-import _thread  # noqa: E402
-import _weakref  # noqa: E402
+import atexit
+import ctypes
+import errno
+import gc
+import importlib.machinery
+import io
+import json
+import resource
+import select
+import signal
+import socket
+import struct
+import _socket
+import time
+import types
+import _thread
+import _weakref
 
 _CONTROL = int(sys.argv[1])
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -371,7 +368,7 @@ def _catchable():
 
 
 class _Job:
-    """What a child runs once it is the command's process: returned to the top level of this script,
+    """What a child runs once it is the command's process: returned to the top level of the script,
     so that the command's exceptions and exit reach the interpreter as a script's would. It holds no
     reference to the script's namespace: at exit the interpreter must find the command's objects only
     in ``sys.modules["__main__"]``, which it clears (flushing a file left open, running __del__)."""
@@ -1727,15 +1724,3 @@ def _main():
     dispositions, made = _start(control)
     return _serve(control, dispositions, made)
 
-
-_job = _main()
-# only a child that became a command gets here
-try:
-    exec(compile(_job.source, _job.filename, "exec", dont_inherit=True), sys.modules["__main__"].__dict__)
-    _Ending.status = 0
-except BaseException as _exc:
-    _Ending.status = _Ending.status_of(_exc)
-    # the command's traceback starts in its script, as it would in a fresh interpreter
-    if _exc.__traceback__ is not None and _exc.__traceback__.tb_frame.f_code.co_filename == __file__:
-        _exc.__traceback__ = _exc.__traceback__.tb_next
-    raise

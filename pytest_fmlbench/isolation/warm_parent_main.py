@@ -1,0 +1,30 @@
+"""The warm parent's script: ``python [flags] warm_parent_main.py FD`` (see ``warm_parent``, the mechanism).
+
+Kept to a few lines on purpose. CPython keeps the syntax tree of the script it runs until that script
+returns, and every command is a fork of this one that returns from it: freeing the tree of the whole
+mechanism (thousands of small blocks, on pages shared with the parent) took 3-4 ms of every command's
+end. The mechanism is compiled here, its tree freed before anything is forked; it is not imported (no
+module of this package may be in a command's ``sys.modules``).
+"""
+
+import sys
+
+# this folder is not the command's: no module of it may be importable as a top-level name
+del sys.path[0]
+
+_MECHANISM = __file__[: -len("_main.py")] + ".py"
+with open(_MECHANISM, "rb") as _fh:
+    # named as a script's top level (its classes are a script's, as the command's own are)
+    _parent = {"__name__": "__main__", "__file__": _MECHANISM, "__builtins__": __builtins__}
+    exec(compile(_fh.read(), _MECHANISM, "exec", dont_inherit=True), _parent)
+_job = _parent["_main"]()
+# only a child that became a command gets here
+try:
+    exec(compile(_job.source, _job.filename, "exec", dont_inherit=True), sys.modules["__main__"].__dict__)
+    _parent["_Ending"].status = 0
+except BaseException as _exc:
+    _parent["_Ending"].status = _parent["_Ending"].status_of(_exc)
+    # the command's traceback starts in its script, as it would in a fresh interpreter
+    if _exc.__traceback__ is not None and _exc.__traceback__.tb_frame.f_code.co_filename == __file__:
+        _exc.__traceback__ = _exc.__traceback__.tb_next
+    raise
