@@ -1023,6 +1023,48 @@ def test_a_step_built_ahead_sees_what_a_cold_step_sees(tmp_path):
         assert after["proc_1_cmdline"][0] == "bwrap" and after["shm"] == after["home"] == after["var_tmp"] == []
 
 
+def test_a_step_built_ahead_is_built_while_the_harness_waits_for_another_command(tmp_path, monkeypatch):
+    """Built as soon as a command ended, the next step took the harness's interpreter lock while the
+    harness finished that command and started the next one. It waits until the harness has started its
+    next command (the experiment's next step is built while the evaluator runs, the evaluator's while
+    the next experiment runs), or asks for that very step."""
+    monkeypatch.setattr(warm, "AHEAD_WAIT_S", 3600.0)  # nothing but the harness lets a step be built
+    task = load_task(DATA / "toy_task" / "task.yaml")
+    lines: list[str] = []
+    pool = _pool(task, tmp_path, tmp_path / "logs", lines)
+    try:
+        ws = Workspace.create(task, tmp_path / "search", scrubbed_env({}), tmp_path / "logs", True, pool)
+        manifest = ws.take_manifest()
+        assert ws.run_split("val", "step0", manifest=manifest).success
+        discarded = pool.ahead_discarded  # the prepare command's next run, not asked for again
+        experiment, evaluator = pool.ahead["experiment"], pool.ahead["harness"]
+        # the evaluator's start let the experiment's next step be built
+        assert experiment.may_build.is_set()
+        experiment.thread.join()
+        assert experiment.failure is None and experiment.pid is not None
+        # nothing started since the evaluator ended: its next step waits, with nothing made yet
+        assert not evaluator.may_build.is_set() and evaluator.thread.is_alive()
+        assert evaluator.pid is None and evaluator.group is None and evaluator.holder is None
+        assert ws.run_split("val", "step1", manifest=manifest).success
+        assert (pool.ahead_used, pool.ahead_discarded) == (2, discarded) and lines == []
+        for name in ("step1_val.log", "step1_val_evaluate.log"):
+            assert (tmp_path / "logs" / name).read_text().startswith("[warm] [built ahead]")
+        # one experiment right after another: the step waiting to be built is built when asked for
+        from pytest_fmlbench.workspace import _emptied
+
+        out = ws.out_dir("val")
+        _emptied(out)
+        assert ws.experiment("val", out, "again0").ok
+        waiting = pool.ahead["experiment"]
+        assert not waiting.may_build.is_set() and waiting.pid is None
+        _emptied(out)
+        assert ws.experiment("val", out, "again1").ok
+        assert pool.ahead_used == 4 and (tmp_path / "logs" / "again1.log").read_text().startswith("[warm] [built ahead]")
+    finally:
+        pool.close()
+    assert all(not ahead.thread.is_alive() for ahead in (experiment, evaluator, waiting))
+
+
 def test_what_changed_since_a_step_was_built_ahead_reaches_it(tmp_path):
     """Built before the agent's next edit, a step sees that edit: the workspace is bound as a folder. A
     file the sandbox binds by itself that was replaced since (a protected file, ``out``) would show the

@@ -153,6 +153,11 @@ EXIT_GRACE_S = 1.0
 # a command built ahead copies at most this much of the parent's memory as its own before its request
 # (and at most a quarter of its memory limit)
 OWN_PAGES_MAX = 1 << 30
+# A step built ahead starts building when the harness starts its next command (or asks for this one),
+# or after this long. Built as soon as a command ended, it took the interpreter's lock from the harness
+# while the harness finished that command, checked the workspace and started the next one: 2-10 ms
+# of a step's critical path, where the next command's run leaves it tens of milliseconds.
+AHEAD_WAIT_S = 0.25
 # from a closed parent's exit to the end of its output
 LOG_DRAIN_S = 5.0
 _MODULE_SUFFIXES = tuple(sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True))
@@ -622,9 +627,20 @@ class _Ahead:
         self.status: _StatusLines | None = None
         self.out_r = self.err_r = self.start_w = -1
         self.failure: str | None = None
+        self.may_build = threading.Event()
+        self.cancelled = False
         self.thread = threading.Thread(target=self._build, name="fmlbench-warm-ahead", daemon=True)
 
+    def build_now(self, cancel: bool = False) -> None:
+        """Let the thread build now (or, with ``cancel``, end without building anything)."""
+        self.cancelled = self.cancelled or cancel
+        self.may_build.set()
+
     def _build(self) -> None:
+        self.may_build.wait(AHEAD_WAIT_S)
+        if self.cancelled:
+            self.failure = "cancelled"
+            return
         parent, request, bwrap, cwd, holder_env = self.rebuild
         child_ends: list[int] = []
         go_w = -1
@@ -725,6 +741,7 @@ class WarmPool:
             parent.close()
         self.parents.clear()
         for ahead in built:
+            ahead.build_now(cancel=True)
             ahead.thread.join()
             ahead.discard()
 
@@ -770,6 +787,11 @@ class WarmPool:
                 if kind not in self.off:
                     self._say(f"{kind} command starts cold: {exc}")
                 return None
+            finally:
+                # the harness now waits for a command: what waits to be built ahead is built meanwhile
+                with self._ahead_lock:
+                    for ahead in self.ahead.values():
+                        ahead.build_now()
 
         return launch
 
@@ -844,6 +866,7 @@ class WarmPool:
             ahead = self.ahead.pop(key.kind, None)
         if ahead is None:
             return None
+        ahead.build_now()
         ahead.thread.join()
         if ahead.failure is None and ahead.key == key and _unchanged(ahead.key.bwrap, ahead.pinned):
             _unpin(ahead.pinned)
@@ -887,6 +910,7 @@ class WarmPool:
                 stale, self.ahead[key.kind] = self.ahead.get(key.kind), ahead
                 ahead.thread.start()
             if stale is not None:
+                stale.build_now(cancel=True)
                 stale.thread.join()
                 stale.discard()
 
