@@ -832,7 +832,7 @@ _LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_POPULATE_WRITE = 23
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _PRESENT = 1 << 63
-_OWN_CHUNK = 512  # pages between two looks at the start pipe: a millisecond or two of copying
+_OWN_CHUNK = 128  # pages between two looks at the start pipe: at most half a millisecond of copying
 
 
 def _own_pages(start, up_to):
@@ -912,11 +912,6 @@ def _become(request, stdout, stderr, status, dispositions, start=None):
     sys.argv[:] = request["argv"]
     sys.orig_argv[:] = request["orig_argv"]
     sys.path[0:0] = [os.path.dirname(os.path.realpath(script))]
-    if start is not None:
-        _report(status, "ready")
-        _own_pages(start, request.get("own_up_to") or 0)
-        if not _started(start):
-            os._exit(0)  # discarded: nothing of the command ran
     # The import system's finders cached this parent's listing of every folder on sys.path. They stay
     # right here: a finder lists its folder again whenever the folder's mtime changed, and a folder
     # the sandbox shows differently (a masked data folder, a parent of the bound trees) is another
@@ -926,8 +921,14 @@ def _become(request, stdout, stderr, status, dispositions, start=None):
     linecache.clearcache()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
-        # seeded from the OS once, at import: every child would draw the same "random" numbers
+        # seeded from the OS once, at import: every child would draw the same "random" numbers (before
+        # ``go`` where built ahead: the OS's entropy is as fresh then, and it takes half a millisecond)
         numpy_random.seed()
+    if start is not None:
+        _report(status, "ready")
+        _own_pages(start, request.get("own_up_to") or 0)
+        if not _started(start):
+            os._exit(0)  # discarded: nothing of the command ran
     try:
         with io.open_code(script) as fh:
             source = fh.read()
