@@ -1097,6 +1097,34 @@ def test_what_changed_since_a_step_was_built_ahead_reaches_it(tmp_path):
     assert ahead == [False, True, False, True] and (used, discarded) == (2, 1)
 
 
+def test_a_step_built_ahead_runs_its_script_as_it_reads_at_go(tmp_path):
+    """A step built ahead compiles its script while it waits for its request. What runs is the script as
+    it reads at go: an edit in place since (the same file, so the step built ahead is kept) runs, and a
+    script whose compilation warns prints that warning once, when it starts, as a cold start does."""
+    warns = "import sys\nsys.stderr.write(f'VERSION 2 {1 is 1}\\n')\n"  # SyntaxWarning: "is" with a literal
+
+    def edit(ws, step):
+        ahead = ws.warm.ahead["experiment"]
+        ahead.build_now()
+        ahead.thread.join()  # built, and compiled, from the text before this edit
+        runner = ws.path / "train.py"
+        inode = runner.stat().st_ino
+        runner.write_text(warns if step == 2 else f"import sys\nsys.stderr.write('VERSION {step}\\n')\n")
+        assert runner.stat().st_ino == inode
+
+    task = _task_with_runner(tmp_path, "import sys\nsys.stderr.write('VERSION 0\\n')\n")
+    steps, used, discarded = _steps(task, tmp_path / "run", 3, between=edit)
+    logs = [log for _, log in steps]
+    assert all(result.ok for result, _ in steps), logs
+    assert (used, discarded) == (2, 0) and all(log.startswith("[warm] [built ahead]") for log in logs[1:])
+    assert [re.findall(r"^VERSION .*$", log, re.MULTILINE) for log in logs] == [
+        ["VERSION 0"], ["VERSION 1"], ["VERSION 2 True"]], logs
+    assert logs[2].count("SyntaxWarning") == 1 and '"is" with a literal' in logs[2], logs[2]
+    assert "SyntaxWarning" not in logs[0] + logs[1]
+    cold, cold_log = _experiment(_task_with_runner(tmp_path / "cold", warns), tmp_path / "cold_run", use_warm=False)
+    assert cold.ok and cold_log.count("SyntaxWarning") == 1
+
+
 def test_closing_the_pool_ends_a_step_built_ahead(tmp_path):
     """A step built ahead that no request takes (the last of a search) holds processes, a control group
     and a bubblewrap holder: closing the run's pool ends and removes them all, and none of its code ran."""

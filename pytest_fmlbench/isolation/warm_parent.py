@@ -373,9 +373,10 @@ class _Job:
     reference to the script's namespace: at exit the interpreter must find the command's objects only
     in ``sys.modules["__main__"]``, which it clears (flushing a file left open, running __del__)."""
 
-    def __init__(self, source, filename):
+    def __init__(self, source, filename, code=None):
         self.source = source
         self.filename = filename
+        self.code = code  # the source compiled ahead, or None
 
 
 def _serve(control, dispositions, made):
@@ -874,6 +875,32 @@ def _own_pages(start, up_to):
         return
 
 
+def _compiled_ahead(script):
+    """(source, code) of the script as it reads while a step built ahead waits for ``go``, or None. Only
+    code whose compilation warns of nothing (every warning an error meanwhile, the filters otherwise as
+    they are): the compiler's warnings are the command's output, printed from the source that runs."""
+    try:
+        with io.open_code(script) as fh:
+            source = fh.read()
+    except OSError:
+        return None
+    # the list the warnings machinery reads (the module's, once imported), changed in place and back:
+    # nothing else (no version count, no registry) notices
+    filters = getattr(sys.modules.get("warnings"), "filters", None)
+    if not isinstance(filters, list):
+        import _warnings
+
+        filters = _warnings.filters
+    every_warning_an_error = ("error", None, Warning, None, 0)
+    filters.insert(0, every_warning_an_error)
+    try:
+        return source, compile(source, script, "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - a warning or an error: compiled at go, where it is reported
+        return None
+    finally:
+        filters.remove(every_warning_an_error)
+
+
 def _started(start):
     """Whether the harness said ``go`` (rather than closing the pipe: the step built ahead is not used)."""
     data = b""
@@ -924,7 +951,9 @@ def _become(request, stdout, stderr, status, dispositions, start=None):
         # seeded from the OS once, at import: every child would draw the same "random" numbers (before
         # ``go`` where built ahead: the OS's entropy is as fresh then, and it takes half a millisecond)
         numpy_random.seed()
+    compiled = None
     if start is not None:
+        compiled = _compiled_ahead(script)
         _report(status, "ready")
         _own_pages(start, request.get("own_up_to") or 0)
         if not _started(start):
@@ -947,7 +976,8 @@ def _become(request, stdout, stderr, status, dispositions, start=None):
     sys.modules["__main__"] = main
     _report(status, "started")
     os.close(status)
-    return _Job(source, script)
+    # compiled ahead from what the script still reads: the same code
+    return _Job(source, script, compiled[1] if compiled is not None and compiled[0] == source else None)
 
 
 # -- a command's ending -----------------------------------------------------------------------------

@@ -20,7 +20,8 @@ with open(_MECHANISM, "rb") as _fh:
 _job = _parent["_main"]()
 # only a child that became a command gets here
 try:
-    exec(compile(_job.source, _job.filename, "exec", dont_inherit=True), sys.modules["__main__"].__dict__)
+    _code = _job.code if _job.code is not None else compile(_job.source, _job.filename, "exec", dont_inherit=True)
+    exec(_code, sys.modules["__main__"].__dict__)
     _parent["_Ending"].status = 0
 except BaseException as _exc:
     _parent["_Ending"].status = _parent["_Ending"].status_of(_exc)
