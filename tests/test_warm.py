@@ -1025,10 +1025,11 @@ def test_a_step_built_ahead_sees_what_a_cold_step_sees(tmp_path):
 
 def test_a_step_built_ahead_is_built_while_the_harness_waits_for_another_command(tmp_path, monkeypatch):
     """Built as soon as a command ended, the next step took the harness's interpreter lock while the
-    harness finished that command and started the next one. It waits until the harness has started its
-    next command (the experiment's next step is built while the evaluator runs, the evaluator's while
-    the next experiment runs), or asks for that very step."""
-    monkeypatch.setattr(warm, "AHEAD_WAIT_S", 3600.0)  # nothing but the harness lets a step be built
+    harness finished that command and started the next one. Where the steps follow one another at once,
+    it is built once the harness has started its next command (the experiment's next step while the
+    evaluator runs, the evaluator's while the next experiment runs), or when that very step is asked for."""
+    monkeypatch.setattr(warm, "AHEAD_IDLE_S", 3600.0)  # never for the harness's idleness here
+    monkeypatch.setattr(warm, "AHEAD_GAP_S", 3600.0)   # every request comes right after the last command
     task = load_task(DATA / "toy_task" / "task.yaml")
     lines: list[str] = []
     pool = _pool(task, tmp_path, tmp_path / "logs", lines)
@@ -1039,11 +1040,11 @@ def test_a_step_built_ahead_is_built_while_the_harness_waits_for_another_command
         discarded = pool.ahead_discarded  # the prepare command's next run, not asked for again
         experiment, evaluator = pool.ahead["experiment"], pool.ahead["harness"]
         # the evaluator's start let the experiment's next step be built
-        assert experiment.may_build.is_set()
+        assert experiment.released
         experiment.thread.join()
         assert experiment.failure is None and experiment.pid is not None
         # nothing started since the evaluator ended: its next step waits, with nothing made yet
-        assert not evaluator.may_build.is_set() and evaluator.thread.is_alive()
+        assert not evaluator.released and evaluator.thread.is_alive()
         assert evaluator.pid is None and evaluator.group is None and evaluator.holder is None
         assert ws.run_split("val", "step1", manifest=manifest).success
         assert (pool.ahead_used, pool.ahead_discarded) == (2, discarded) and lines == []
@@ -1056,13 +1057,45 @@ def test_a_step_built_ahead_is_built_while_the_harness_waits_for_another_command
         _emptied(out)
         assert ws.experiment("val", out, "again0").ok
         waiting = pool.ahead["experiment"]
-        assert not waiting.may_build.is_set() and waiting.pid is None
+        assert not waiting.released and waiting.pid is None
         _emptied(out)
         assert ws.experiment("val", out, "again1").ok
         assert pool.ahead_used == 4 and (tmp_path / "logs" / "again1.log").read_text().startswith("[warm] [built ahead]")
     finally:
         pool.close()
     assert all(not ahead.thread.is_alive() for ahead in (experiment, evaluator, waiting))
+
+
+def test_steps_that_come_after_a_pause_are_built_while_nothing_runs(tmp_path, monkeypatch):
+    """Where the harness was idle before a kind's last request (the agent thinks between steps), its next
+    step is not built while a command of another kind runs (it would take a processor from it), but
+    once no command has run for a moment: the next experiment and the next evaluator both then."""
+    monkeypatch.setattr(warm, "AHEAD_GAP_S", 0.0)  # every request comes after some idleness
+    monkeypatch.setattr(warm, "AHEAD_IDLE_S", 3600.0)
+    task = load_task(DATA / "toy_task" / "task.yaml")
+    lines: list[str] = []
+    for idle_s in (3600.0, 0.01):
+        monkeypatch.setattr(warm, "AHEAD_IDLE_S", idle_s)
+        root = tmp_path / str(idle_s)
+        pool = _pool(task, root, root / "logs", lines)
+        try:
+            ws = Workspace.create(task, root / "search", scrubbed_env({}), root / "logs", True, pool)
+            manifest = ws.take_manifest()
+            assert ws.run_split("val", "step0", manifest=manifest).success
+            experiment, evaluator = pool.ahead["experiment"], pool.ahead["harness"]
+            if idle_s > 1:
+                # the evaluator ran, and nothing was built meanwhile, nor since
+                assert not experiment.released and experiment.pid is None and experiment.thread.is_alive()
+                assert not evaluator.released and evaluator.pid is None
+            else:
+                for ahead in (experiment, evaluator):
+                    ahead.thread.join(timeout=60)
+                    assert not ahead.thread.is_alive() and not ahead.released
+                    assert ahead.failure is None and ahead.pid is not None
+            assert ws.run_split("val", "step1", manifest=manifest).success
+            assert pool.ahead_used == 2 and lines == []
+        finally:
+            pool.close()
 
 
 def test_what_changed_since_a_step_was_built_ahead_reaches_it(tmp_path):
@@ -1105,7 +1138,7 @@ def test_a_step_built_ahead_runs_its_script_as_it_reads_at_go(tmp_path):
 
     def edit(ws, step):
         ahead = ws.warm.ahead["experiment"]
-        ahead.build_now()
+        ws.warm._times.release(ahead)
         ahead.thread.join()  # built, and compiled, from the text before this edit
         runner = ws.path / "train.py"
         inode = runner.stat().st_ino

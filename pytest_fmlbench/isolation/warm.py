@@ -153,11 +153,10 @@ EXIT_GRACE_S = 1.0
 # a command built ahead copies at most this much of the parent's memory as its own before its request
 # (and at most a quarter of its memory limit)
 OWN_PAGES_MAX = 1 << 30
-# A step built ahead starts building when the harness starts its next command (or asks for this one),
-# or after this long. Built as soon as a command ended, it took the interpreter's lock from the harness
-# while the harness finished that command, checked the workspace and started the next one: 2-10 ms
-# of a step's critical path, where the next command's run leaves it tens of milliseconds.
-AHEAD_WAIT_S = 0.25
+# When a step built ahead is built (see _BuildTimes): once no warm command has run for this long, or
+# while another command runs where its kind's last request came after less idleness than this
+AHEAD_IDLE_S = 0.025
+AHEAD_GAP_S = 0.25
 # from a closed parent's exit to the end of its output
 LOG_DRAIN_S = 5.0
 _MODULE_SUFFIXES = tuple(sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True))
@@ -611,13 +610,72 @@ def _unpin(pinned: list[int | None]) -> None:
             os.close(fd)
 
 
+class _BuildTimes:
+    """When the next step is built ahead. Built as soon as a command had ended, it took the processors
+    and the harness's interpreter lock while the harness finished that command, checked the workspace
+    and started the next one, and its copying took a processor from the next command's own threads. It
+    waits, and is built:
+
+    * at once when its request comes (one experiment right after another);
+    * once no warm command has run for ``AHEAD_IDLE_S`` (between the steps of a search, while the
+      agent thinks: the next experiment and the next evaluator are both built then);
+    * when a command of another kind starts, if the last request of its own kind came with less than
+      ``AHEAD_GAP_S`` of idleness before it (steps that follow one another at once: the next
+      experiment is built while the evaluator runs, the next evaluator while the experiment runs)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._idle_since = time.monotonic()
+        self._lead: dict[str, float] = {}  # kind -> how long nothing ran before its last request
+
+    def requested(self, kind: str) -> None:
+        with self._cond:
+            self._lead[kind] = time.monotonic() - self._idle_since if self._running == 0 else 0.0
+
+    def started(self, waiting: list[_Ahead], running: bool) -> None:
+        """A command was started (warm: ``running`` until ``ended``); ``waiting`` is what waits to be built."""
+        with self._cond:
+            self._running += running
+            for ahead in waiting:
+                if self._lead.get(ahead.key.kind, 0.0) < AHEAD_GAP_S:
+                    ahead.released = True
+            self._cond.notify_all()
+
+    def ended(self) -> None:
+        with self._cond:
+            self._running -= 1
+            if self._running == 0:
+                self._idle_since = time.monotonic()
+            self._cond.notify_all()
+
+    def release(self, ahead: _Ahead, cancel: bool = False) -> None:
+        """Let ``ahead`` be built now (or, with ``cancel``, end without building anything)."""
+        with self._cond:
+            ahead.released = True
+            ahead.cancelled = ahead.cancelled or cancel
+            self._cond.notify_all()
+
+    def wait(self, ahead: _Ahead) -> None:
+        """Until ``ahead`` may be built."""
+        with self._cond:
+            while not ahead.released:
+                if self._running:
+                    self._cond.wait()
+                    continue
+                left = self._idle_since + AHEAD_IDLE_S - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
+
 class _Ahead:
     """The next command, built in a thread once a command has ended, on the guess that the next request
     repeats it (the next validation step of a search, its evaluator). Its process has done all that
     comes before the script (for an experiment: the sandbox, the control group, the namespace's init),
     then waits for ``go``. A request it does not match discards it."""
 
-    def __init__(self, key: _AheadKey, rebuild: tuple):
+    def __init__(self, key: _AheadKey, rebuild: tuple, times: _BuildTimes):
         self.key = key
         self.rebuild = rebuild  # (parent, request, bwrap, cwd, holder_env)
         self.pinned: list[int | None] = []
@@ -627,17 +685,12 @@ class _Ahead:
         self.status: _StatusLines | None = None
         self.out_r = self.err_r = self.start_w = -1
         self.failure: str | None = None
-        self.may_build = threading.Event()
-        self.cancelled = False
+        self.times = times
+        self.released = self.cancelled = False
         self.thread = threading.Thread(target=self._build, name="fmlbench-warm-ahead", daemon=True)
 
-    def build_now(self, cancel: bool = False) -> None:
-        """Let the thread build now (or, with ``cancel``, end without building anything)."""
-        self.cancelled = self.cancelled or cancel
-        self.may_build.set()
-
     def _build(self) -> None:
-        self.may_build.wait(AHEAD_WAIT_S)
+        self.times.wait(self)
         if self.cancelled:
             self.failure = "cancelled"
             return
@@ -731,6 +784,7 @@ class WarmPool:
     ahead_discarded: int = 0
     closed: bool = False
     _ahead_lock: threading.Lock = field(default_factory=threading.Lock)
+    _times: _BuildTimes = field(default_factory=_BuildTimes)
 
     def close(self) -> None:
         with self._ahead_lock:
@@ -741,7 +795,7 @@ class WarmPool:
             parent.close()
         self.parents.clear()
         for ahead in built:
-            ahead.build_now(cancel=True)
+            self._times.release(ahead, cancel=True)
             ahead.thread.join()
             ahead.discard()
 
@@ -781,17 +835,19 @@ class WarmPool:
         def launch(group: StepGroup | None) -> WarmProcess | None:
             if kind in self.off:
                 return None
+            self._times.requested(kind)
+            proc = None
             try:
-                return self._launch(kind, argv, flags, cwd, env, bwrap, cold_bwrap, group)
+                proc = self._launch(kind, argv, flags, cwd, env, bwrap, cold_bwrap, group)
+                return proc
             except _Refused as exc:
                 if kind not in self.off:
                     self._say(f"{kind} command starts cold: {exc}")
                 return None
             finally:
-                # the harness now waits for a command: what waits to be built ahead is built meanwhile
                 with self._ahead_lock:
-                    for ahead in self.ahead.values():
-                        ahead.build_now()
+                    waiting = list(self.ahead.values())
+                self._times.started(waiting, running=proc is not None)
 
         return launch
 
@@ -855,7 +911,8 @@ class WarmPool:
         if failure is not None:
             self._abandon(status, out_r, err_r, holder)
             self._turn_off(kind, failure)
-        return WarmProcess(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), status, holder, group, then)
+        return WarmProcess(pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), status, holder, group,
+                           self._ended(then))
 
     # -- the next step, built ahead of its request ---------------------------------------------------
 
@@ -866,7 +923,7 @@ class WarmPool:
             ahead = self.ahead.pop(key.kind, None)
         if ahead is None:
             return None
-        ahead.build_now()
+        self._times.release(ahead)
         ahead.thread.join()
         if ahead.failure is None and ahead.key == key and _unchanged(ahead.key.bwrap, ahead.pinned):
             _unpin(ahead.pinned)
@@ -893,10 +950,21 @@ class WarmPool:
         self.ahead_used += 1
         out_r, err_r, ahead.out_r, ahead.err_r = ahead.out_r, ahead.err_r, -1, -1
         started = WarmProcess(ahead.pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), ahead.status, None,
-                              ahead.group, self._ahead_builder(ahead.key, *ahead.rebuild))
+                              ahead.group, self._ended(self._ahead_builder(ahead.key, *ahead.rebuild)))
         started.built_ahead = True
         started.ended_whole = bool(ahead.key.bwrap)
         return started
+
+    def _ended(self, then: Callable[[], None] | None) -> Callable[[], None]:
+        """What a warm command calls once it has ended: the pool is idle again unless another runs, and
+        ``then`` (what builds the next step like it)."""
+
+        def ended() -> None:
+            self._times.ended()
+            if then is not None:
+                then()
+
+        return ended
 
     def _ahead_builder(self, key: _AheadKey, parent: WarmParent, request: dict, bwrap: list[str], cwd: Path,
                        holder_env: dict[str, str]) -> Callable[[], None]:
@@ -906,11 +974,11 @@ class WarmPool:
             with self._ahead_lock:
                 if self.closed or key.kind in self.off:
                     return
-                ahead = _Ahead(key, (parent, request, bwrap, cwd, holder_env))
+                ahead = _Ahead(key, (parent, request, bwrap, cwd, holder_env), self._times)
                 stale, self.ahead[key.kind] = self.ahead.get(key.kind), ahead
                 ahead.thread.start()
             if stale is not None:
-                stale.build_now(cancel=True)
+                self._times.release(stale, cancel=True)
                 stale.thread.join()
                 stale.discard()
 
