@@ -189,11 +189,13 @@ class Workspace:
         gpus = self._gpus()
         launcher = None
         if self.sandboxed:
-            view = self._view(out)
-            cold = isolation.bwrap_argv(view, argv)
+            # the sandbox's arguments, made once (they look at the file system): the same for the cold
+            # command and the warm one's holder
+            sandbox = isolation.bwrap_argv(self._view(out), [])
+            cold = sandbox + argv
             if self.warm is not None:
                 launcher = self.warm.launcher("experiment", argv, (), self.path, env,
-                                              bwrap=isolation.bwrap_argv(view, HOLDER), cold_bwrap=cold)
+                                              bwrap=sandbox + HOLDER, cold_bwrap=cold)
             argv = cold
             shown = f"[sandbox: bwrap] {shown}"
         elif self.warm is not None:

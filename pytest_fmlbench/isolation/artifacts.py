@@ -18,10 +18,9 @@ DEFAULT_MAX_BYTES = 2 << 30
 
 
 def collect(out: Path, dest: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
-    """Copy the regular files under ``out`` into ``dest``; returns one line per thing refused."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    """Copy the regular files under ``out`` into ``dest`` (emptied first, or made); returns one line per
+    thing refused."""
+    _emptied(dest)
     refused: list[str] = []
     budget = max_bytes
     for dirpath, dirnames, filenames in os.walk(out, followlinks=False):
@@ -42,9 +41,25 @@ def collect(out: Path, dest: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[s
     return refused
 
 
+def _emptied(folder: Path) -> None:
+    """``folder`` made empty, kept where it is a folder already (a folder made and removed per step costs
+    more than the files it holds)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    elif folder.is_dir():
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+        return
+    folder.mkdir(parents=True)
+
+
 def _copy_one(src: Path, dst: Path, budget: int) -> tuple[int, str]:
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         return 0, "a symbolic link" if os.path.islink(src) else f"unreadable ({exc.strerror})"
     try:
@@ -56,14 +71,21 @@ def _copy_one(src: Path, dst: Path, budget: int) -> tuple[int, str]:
         if info.st_size > budget:
             return 0, f"over the artefact size budget ({info.st_size} bytes, {max(0, budget)} left)"
         copied = 0
-        with os.fdopen(os.dup(fd), "rb") as reader, open(dst, "wb") as writer:
-            while chunk := reader.read(min(1 << 20, budget - copied + 1)):
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            while chunk := os.read(fd, min(1 << 20, budget - copied + 1)):
                 copied += len(chunk)
                 if copied > budget:
-                    writer.close()
+                    os.close(out)
+                    out = -1
                     dst.unlink()
                     return 0, "grew past the artefact size budget while being read"
-                writer.write(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view):]
+        finally:
+            if out >= 0:
+                os.close(out)
         return copied, ""
     finally:
         os.close(fd)
