@@ -39,6 +39,7 @@ import errno
 import gc
 import importlib.machinery
 import io
+import itertools
 import json
 import resource
 import select
@@ -1596,18 +1597,19 @@ def _left_to_see():
         obj = ref()
         if obj is not None and not idle(obj):
             return f"the libraries' {type(obj).__qualname__} would finalize"
-    verdicts, codes = {}, _dropping_codes()
-    for obj in gc.get_objects():
-        kind = type(obj)
-        verdict = verdicts.get(kind, verdicts)
-        if verdict is verdicts:
-            verdict = verdicts[kind] = _verdict(kind, codes)
-        if verdict is None:
-            continue
+    objects, codes = gc.get_objects(), _dropping_codes()
+    # each kind judged once; the objects of the kinds that need a look, picked out without a loop of
+    # Python code over them all (a command leaves thousands)
+    tests = {}
+    for kind in set(map(type, objects)):
+        verdict = _verdict(kind, codes)
         if isinstance(verdict, str):
             return verdict
-        if not verdict(obj):
-            return f"a {kind.__qualname__} would finalize"
+        if verdict is not None:
+            tests[kind] = verdict
+    for obj in itertools.compress(objects, map(tests.__contains__, map(type, objects))) if tests else ():
+        if not tests[type(obj)](obj):
+            return f"a {type(obj).__qualname__} would finalize"
     return None
 
 
