@@ -69,6 +69,7 @@ Measured on 2 cores, neither target met:
 
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -94,15 +95,16 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 
 # put first in a copy of the runner and of the evaluator: when the script's first line ran
 TIMED_START = "import time as _fmlbench_time\n_FMLBENCH_FIRST = _fmlbench_time.perf_counter()\n"
-# appended to them: when main() started and ended, and the CPU time it took (all its threads)
+# appended to them: when main() started and ended, and the CPU time it took (all its threads), as one
+# line of the command's output (which the step's log keeps): a file made for it would add its making
+# to the step's end
 TIMED_MAIN = '''
 if __name__ == "__main__":
     import json as _json, sys as _sys
     _started, _cpu = _fmlbench_time.perf_counter(), _fmlbench_time.process_time()
     main()
     _times = [_FMLBENCH_FIRST, _started, _fmlbench_time.perf_counter(), _fmlbench_time.process_time() - _cpu]
-    _where = _sys.argv[_sys.argv.index("{flag}") + 1]
-    open({target}, "w").write(_json.dumps(_times))
+    _sys.stderr.write("FMLBENCH_TIMES " + _json.dumps(_times) + "\\n")
 '''
 
 
@@ -110,13 +112,17 @@ def _timed_task(tmp_path: Path) -> Path:
     task = tmp_path / "fairness_fairlearn"
     shutil.copytree(REPO / "task_suites" / "fairness_fairlearn", task)
     future = "from __future__ import annotations\n"
-    for path, flag, target in ((task / "workspace" / "train.py", "--out", '_where + "/compute.json"'),
-                               (task / "harness" / "evaluate.py", "--result", '_where + ".compute.json"')):
+    for path in (task / "workspace" / "train.py", task / "harness" / "evaluate.py"):
         source = path.read_text()
         cut = source.rindex('if __name__ == "__main__":')
         head = source[:cut].replace(future, future + TIMED_START, 1) if future in source else TIMED_START + source[:cut]
-        path.write_text(head + TIMED_MAIN.format(flag=flag, target=target))
+        path.write_text(head + TIMED_MAIN)
     return task
+
+
+def _times(log: Path) -> list[float]:
+    """The times a timed command wrote (the log interleaves its two streams as they come: anywhere)."""
+    return json.loads(re.findall(r"FMLBENCH_TIMES (\[[^\]]*\])", log.read_text())[-1])
 
 
 class _Commands:
@@ -156,8 +162,8 @@ def _step(ws: Workspace, name: str, commands: _Commands, manifest) -> dict:
     assert outcome.success, outcome.error
     own_after, children_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     (exp_start, exp_end, exp), (eval_start, eval_end, judged) = commands.runs
-    first, main_start, main_end, exp_cpu = json.loads((ws.root / "out" / "val" / "compute.json").read_text())
-    e_first, e_start, e_end, eval_cpu = json.loads((ws.root / "verdicts" / "val.json.compute.json").read_text())
+    first, main_start, main_end, exp_cpu = _times(ws.logs / f"{name}_val.log")
+    e_first, e_start, e_end, eval_cpu = _times(ws.logs / f"{name}_val_evaluate.log")
     harness_cpu = own_after.ru_utime - own.ru_utime + own_after.ru_stime - own.ru_stime
     # bubblewrap's holders are this process's children; warm commands report theirs. A cold command's
     # CPU time stays in its bubblewrap's PID namespace: no total for a cold step
