@@ -20,6 +20,17 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 
 Measured on 2 cores, neither target met:
 
+* fairness step, the code of 2026-12-02 against that of 2026-12-01, three runs of each interleaved in
+  one session (cold steps 2.7-3.2 s): 0.122-0.135 s (median of the runs 0.125) against 0.132-0.159 s
+  (0.150); start-up and harness 11.8-14.4% (14.4%) against 17.7-19.0% (18.1%), 13.6-17.9 ms against
+  22-30 ms. Phases now, in ms: before the experiment ~2, its start ~0.9, its imports ~0.8 (the editable
+  module), its end 4-7, between ~2-2.5, the evaluator's start ~0.8, its end 2-2.5. The main()s are a
+  cold start's again (the next step is built while nothing runs, not beside them). Back to back:
+  0.193-0.197 s against 0.188-0.202 s, 13% against 15-20%. The steps' times are written to their logs
+  since (a file made at a command's end counted 0.2-0.5 ms into it). Lite random search, the three
+  shortest tasks (load average 1.1): privacy_opacus 50.6/140.7 s, privacy_privacymeter 26.6/88.3 s,
+  robustness_openood 24.7/82.9 s, 3.06 times; the warm side as before (101.8 s), the cold side slower
+  than the round below (311.9 s against 271.4 s).
 * fairness step with and without memory keepers (commit "warm: a command that ends short hands its
   memory to a keeper"), three rounds of each interleaved in one session, each run a median of 6 steps
   (load average 1.1-1.5): step 0.128-0.148 s (median of the runs 0.134) against 0.165-0.180 s

@@ -135,3 +135,34 @@ def test_closing_a_step_s_group_ends_what_is_left_in_it_and_removes_it(tmp_path)
     group.close()
     assert [proc.wait(timeout=5) for proc in procs] == [-signal.SIGKILL] * 2
     assert not any(directory.exists() for directory in group.dirs)
+
+
+def test_a_group_closed_unwaited_is_emptied_at_once_and_removed_before_the_harness_ends(tmp_path):
+    """A step whose own processes are known to be gone closes its group without waiting: what is left in
+    it is killed at once, and the group is removed meanwhile, at the latest when the harness ends."""
+    import signal
+    import subprocess
+
+    import pytest
+
+    from pytest_fmlbench import isolation
+    from pytest_fmlbench.isolation import limits
+
+    groups = []
+    for _ in range(3):
+        try:
+            groups.append(isolation.step_limits(256, 64, False))
+        except isolation.limits.LimitsUnavailable as exc:
+            pytest.skip(str(exc))
+    if groups[0].backend == "rlimit":
+        pytest.skip("no control group here: rlimits bound a step")
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    procs = [subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE, preexec_fn=group.enter)
+             for group in groups]
+    for proc in procs:
+        assert proc.stdout.readline() == b"ready\n"
+    for group in groups:
+        group.close(wait=False)
+    assert [proc.wait(timeout=5) for proc in procs] == [-signal.SIGKILL] * 3
+    limits.finish_closing()
+    assert not any(directory.exists() for group in groups for directory in group.dirs)

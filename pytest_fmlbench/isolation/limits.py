@@ -164,35 +164,49 @@ class _CgroupStep(StepGroup):
                         break
 
 
-_later: list[StepGroup] = []
-_later_lock = threading.Lock()
+# A group closed unwaited is removed by one thread, kept for the process's life: made for every step,
+# it took the interpreter's lock while the harness went on with the step. It first looks at a group this
+# long after it was handed over: what is left in it is ending (a memory keeper's release takes 10-20 ms),
+# and nothing waits for its removal.
+_LATER_FIRST_LOOK_S = 0.02
+_later: list[tuple[float, StepGroup]] = []
+_later_cond = threading.Condition()
+_later_open = 0  # handed over and not yet removed
 _closer: threading.Thread | None = None
 
 
 def _close_later(group: StepGroup) -> None:
-    global _closer
-    with _later_lock:
-        _later.append(group)
+    global _closer, _later_open
+    with _later_cond:
+        _later.append((time.monotonic() + _LATER_FIRST_LOOK_S, group))
+        _later_open += 1
         if _closer is None or not _closer.is_alive():
             _closer = threading.Thread(target=_close_pending, name="fmlbench-group-closer", daemon=True)
             _closer.start()
+        _later_cond.notify_all()
 
 
 def _close_pending() -> None:
+    global _later_open
     while True:
-        with _later_lock:
-            if not _later:
-                return
-            group = _later.pop(0)
-        group.close()
+        with _later_cond:
+            while not _later:
+                _later_cond.wait()
+            look_at, group = _later.pop(0)
+        time.sleep(max(0.0, look_at - time.monotonic()))
+        try:
+            group.close()
+        finally:
+            with _later_cond:
+                _later_open -= 1
+                _later_cond.notify_all()
 
 
 @atexit.register
 def finish_closing(timeout_s: float = 10.0) -> None:
     """Remove the groups still waiting to be removed (at the latest as this process ends)."""
-    closer = _closer
-    if closer is not None:
-        closer.join(timeout_s)
+    with _later_cond:
+        _later_cond.wait_for(lambda: _later_open == 0, timeout_s)
 
 
 def _pauses(within_s: float):

@@ -69,12 +69,14 @@ only what the harness's own code imports (pristine code; never the experiments' 
 The next command, built ahead of its request
 --------------------------------------------
 A search repeats the same requests: the same validation command in the same workspace, then the same
-evaluator. Once a command has ended, the pool builds the next one like it in a thread, while the
-harness and the agent do other things: for an experiment, a fresh bubblewrap sandbox built with the
-same arguments, a fresh control group with the same limits, the child that joins them, the
-namespace's init and the process that becomes the command, which sets up everything of the request
-that is not the script's own (descriptors, working directory, environment, ``sys.argv``, what
-``/proc`` shows) and reports ``ready``. While it waits for ``go`` it copies the pages it shares with
+evaluator. Once a command has ended, the pool builds the next one like it in a thread, when nothing
+else runs or beside the other kind's command (``_BuildTimes``): for an experiment, a fresh bubblewrap
+sandbox built with the same arguments, a fresh control group with the same limits, the child that
+joins them, the namespace's init and the process that becomes the command, which sets up everything
+of the request that is not the script's own (descriptors, working directory, environment,
+``sys.argv``, what ``/proc`` shows, numpy's generator seeded afresh), compiles the script (used at go
+if the script reads the same then and its compilation warned of nothing, every warning an error
+meanwhile) and reports ``ready``. While it waits for ``go`` it copies the pages it shares with
 the parent (present in its private writable mappings; at most a quarter of the step's memory limit
 and 1 GiB), so that the command's writes to them cost no copy in its own time: without this, every
 first write to a shared page (a reference count, an allocator's free list) is a copy-on-write fault
