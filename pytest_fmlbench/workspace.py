@@ -348,9 +348,4 @@ def _emptied(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     # the last experiment may have taken its own rights away (it owns the folder inside its sandbox)
     os.chmod(folder, stat.S_IMODE(folder.stat().st_mode) | stat.S_IRWXU)
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+    artifacts.clear(folder)

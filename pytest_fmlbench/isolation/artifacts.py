@@ -47,14 +47,19 @@ def _emptied(folder: Path) -> None:
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         folder.unlink()
     elif folder.is_dir():
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
+        clear(folder)
         return
     folder.mkdir(parents=True)
+
+
+def clear(folder: Path) -> None:
+    """Remove everything inside ``folder`` (links removed, never followed)."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
 
 
 def _copy_one(src: Path, dst: Path, budget: int) -> tuple[int, str]:
