@@ -45,6 +45,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import struct
 import _socket
 import time
@@ -881,10 +882,19 @@ def _compiled_ahead(script):
     code whose compilation warns of nothing (every warning an error meanwhile, the filters otherwise as
     they are): the compiler's warnings are the command's output, printed from the source that runs."""
     try:
-        with io.open_code(script) as fh:
-            source = fh.read()
+        # a regular file only: anything else (a FIFO) is read at go, as a cold start reads it
+        fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with io.FileIO(fd, closefd=False) as fh:
+            source = fh.readall()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # the list the warnings machinery reads (the module's, once imported), changed in place and back:
     # nothing else (no version count, no registry) notices
     filters = getattr(sys.modules.get("warnings"), "filters", None)
