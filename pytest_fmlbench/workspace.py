@@ -6,7 +6,6 @@ import os
 import re
 import shlex
 import shutil
-import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,12 +339,5 @@ def blocked_lines(log: Path, keep: int = 10) -> list[str]:
     return found[:keep]
 
 
-def _emptied(folder: Path) -> None:
-    """``folder`` made empty (or made). An existing folder stays the same folder (the same inode): the
-    sandbox of a step built ahead of its request binds it; one replaced would be another folder."""
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        folder.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    # the last experiment may have taken its own rights away (it owns the folder inside its sandbox)
-    os.chmod(folder, stat.S_IMODE(folder.stat().st_mode) | stat.S_IRWXU)
-    artifacts.clear(folder)
+# ``out`` emptied in place between steps (and made where missing)
+_emptied = artifacts.emptied

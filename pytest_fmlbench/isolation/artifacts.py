@@ -20,7 +20,7 @@ DEFAULT_MAX_BYTES = 2 << 30
 def collect(out: Path, dest: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
     """Copy the regular files under ``out`` into ``dest`` (emptied first, or made); returns one line per
     thing refused."""
-    _emptied(dest)
+    emptied(dest)
     refused: list[str] = []
     budget = max_bytes
     for dirpath, dirnames, filenames in os.walk(out, followlinks=False):
@@ -41,19 +41,15 @@ def collect(out: Path, dest: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[s
     return refused
 
 
-def _emptied(folder: Path) -> None:
-    """``folder`` made empty, kept where it is a folder already (a folder made and removed per step costs
-    more than the files it holds)."""
+def emptied(folder: Path) -> None:
+    """``folder`` made empty (or made). An existing folder stays the same folder (the same inode): the
+    sandbox of a step built ahead of its request binds ``{out}``, and a folder made and removed per step
+    costs more than the files it holds. Links inside are removed, never followed."""
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         folder.unlink()
-    elif folder.is_dir():
-        clear(folder)
-        return
-    folder.mkdir(parents=True)
-
-
-def clear(folder: Path) -> None:
-    """Remove everything inside ``folder`` (links removed, never followed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # the last experiment may have taken its own rights away (it owns ``{out}`` inside its sandbox)
+    os.chmod(folder, stat.S_IMODE(folder.stat().st_mode) | stat.S_IRWXU)
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):

@@ -85,7 +85,7 @@ same bubblewrap arguments and limits, and every path bubblewrap binds still the 
 held open since the build so that a new one cannot take its inode number: one replaced since would
 show its old self inside, one removed nothing), the harness says go and the script starts;
 otherwise what was built is discarded, unrun, and the request served as above. A run's end discards
-what is left. ``out`` is emptied in place between steps (``workspace._emptied``), not replaced, so
+what is left. ``out`` is emptied in place between steps (``artifacts.emptied``), not replaced, so
 that the sandbox built ahead binds the folder the step uses.
 
 What such a step sees that one built on request does not: its processes, its sandbox and its
