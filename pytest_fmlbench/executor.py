@@ -120,6 +120,8 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
             if group is not None:
                 group.close()
             group = proc.group
+    if group is not None:
+        group = group.now()
     sink = CappedLog(log_path, f"{shown or '$ ' + shlex.join(argv)}\n".encode())
     errors = _HeadTail(STDERR_KEEP_CHARS * 4)
 

@@ -200,7 +200,8 @@ class Workspace:
         elif self.warm is not None:
             launcher = self.warm.launcher("experiment", argv, (), self.path, env)
         try:
-            group = isolation.step_limits(spec.resources.memory_mb, spec.resources.max_processes, bool(gpus))
+            group = isolation.step_limits(spec.resources.memory_mb, spec.resources.max_processes, bool(gpus),
+                                          deferred=self.warm is not None)
         except isolation.limits.LimitsUnavailable:
             if self.sandboxed:
                 raise
@@ -315,8 +316,13 @@ def protected_paths(root: Path, patterns: list[str]) -> list[Path]:
             cache.mkdir()
         if cache.is_dir() and not cache.is_symlink():
             matches.add(cache)
-    ordered = sorted(matches)
-    return [p for p in ordered if not any(q != p and q in p.parents for q in ordered)]
+    # sorted, a folder comes right before what is below it: each path is kept unless it lies below the
+    # last one kept
+    kept: list[Path] = []
+    for path in sorted(matches, key=lambda p: p.parts):
+        if not kept or not str(path).startswith(f"{kept[-1]}/"):
+            kept.append(path)
+    return kept
 
 
 def _reported_stderr(run: CommandResult, timeout_s: float) -> str:

@@ -137,6 +137,42 @@ def test_closing_a_step_s_group_ends_what_is_left_in_it_and_removes_it(tmp_path)
     assert not any(directory.exists() for directory in group.dirs)
 
 
+def test_a_deferred_group_is_made_only_for_a_command_that_runs_in_it(tmp_path):
+    """A step's group asked for ahead of a command that may bring its own (a warm step built ahead) is
+    made only when a command is started in it: closed unused, nothing was ever made; a cold command
+    started with it joins it, and it is removed once the command ended."""
+    import pytest
+
+    from pytest_fmlbench import isolation
+    from pytest_fmlbench.isolation import limits
+
+    try:
+        unused = isolation.step_limits(256, 64, False, deferred=True)
+    except isolation.limits.LimitsUnavailable as exc:
+        pytest.skip(str(exc))
+    if unused.backend == "rlimit":
+        pytest.skip("no control group here: rlimits bound a step")
+    parent = unused.now().dirs[-1].parent
+    unused.close()
+
+    def groups() -> set[str]:
+        return {path.name for path in parent.iterdir() if path.name.startswith("fmlbench-")}
+
+    before = groups()
+    never_used = isolation.step_limits(256, 64, False, deferred=True)
+    assert isinstance(never_used, limits.Deferred) and never_used.made is not None
+    never_used.close()
+    assert groups() == before
+    group = isolation.step_limits(256, 64, False, deferred=True)
+    code = "print(open('/proc/self/cgroup').read())"
+    result = run_command([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ), timeout_s=30,
+                         log_path=tmp_path / "log.txt", group=group)
+    assert result.ok, result.output_tail
+    made = group.now()
+    assert made.dirs[-1].name in result.output_tail
+    assert groups() == before and not made.dirs[-1].exists()
+
+
 def test_a_group_closed_unwaited_is_emptied_at_once_and_removed_before_the_harness_ends(tmp_path):
     """A step whose own processes are known to be gone closes its group without waiting: what is left in
     it is killed at once, and the group is removed meanwhile, at the latest when the harness ends."""

@@ -1005,15 +1005,23 @@ def _steps(task_dir: Path, root: Path, count: int, between=None, lines: list[str
     return done, pool.ahead_used, pool.ahead_discarded
 
 
-def test_a_step_built_ahead_sees_what_a_cold_step_sees(tmp_path):
+def test_a_step_built_ahead_sees_what_a_cold_step_sees(tmp_path, monkeypatch):
     """Once a step has ended, the next one's sandbox, control group, init and command process are built
-    while nothing waits for them; the request then only says go. That step sees what a cold one sees."""
+    while nothing waits for them; the request then only says go. That step sees what a cold one sees.
+    The control group the harness asks for at the request is then never made: the step runs in the one
+    built with it, with the same limits."""
+    from pytest_fmlbench.isolation import limits
+
     task = _task_with_runner(tmp_path, INTROSPECT)
     cold, cold_log = _experiment(task, tmp_path / "run", use_warm=False)
+    asked: list[limits.StepGroup] = []
+    monkeypatch.setattr(limits, "create", lambda *made, create=limits.create: asked.append(create(*made)) or asked[-1])
     lines: list[str] = []
     steps, used, discarded = _steps(task, tmp_path / "run", 3, lines=lines)
     assert cold.ok and all(result.ok for result, _ in steps), [log[-2000:] for _, log in steps]
     assert (used, discarded) == (2, 0) and lines == []
+    # the first step's own (nothing was built ahead of it); the next two ran in the groups built ahead
+    assert len(asked) == 1, asked
     assert not steps[0][1].startswith("[warm] [built ahead]")
     for _, log in steps[1:]:
         assert log.startswith("[warm] [built ahead] [sandbox: bwrap] $ "), log[:200]

@@ -187,9 +187,12 @@ def _python() -> str:
     return sys.executable
 
 
-def step_limits(memory_mb: int | None, max_processes: int, gpus: bool) -> limits.StepGroup:
+def step_limits(memory_mb: int | None, max_processes: int, gpus: bool, deferred: bool = False) -> limits.StepGroup:
+    """A step's control group (or rlimits); ``deferred``: made when a command first needs it (see
+    ``limits.Deferred``), for a command that may come built ahead in a group of its own."""
     memory = memory_mb * (1 << 20) if memory_mb else limits.default_memory_bytes()
-    return limits.create(LimitSpec(memory, max_processes), gpus=gpus)
+    spec = LimitSpec(memory, max_processes)
+    return limits.Deferred(spec, gpus) if deferred else limits.create(spec, gpus=gpus)
 
 
 __all__ = [
