@@ -1047,10 +1047,11 @@ def test_a_step_built_ahead_is_built_while_the_harness_waits_for_another_command
         assert ws.run_split("val", "step0", manifest=manifest).success
         discarded = pool.ahead_discarded  # the prepare command's next run, not asked for again
         experiment, evaluator = pool.ahead["experiment"], pool.ahead["harness"]
-        # the evaluator's start let the experiment's next step be built
+        # the evaluator's start let the experiment's next step be built; beside it, it copies none of
+        # the parent's memory (that would take a processor from the evaluator)
         assert experiment.released
         experiment.thread.join()
-        assert experiment.failure is None and experiment.pid is not None
+        assert experiment.failure is None and experiment.pid is not None and experiment.own_up_to == 0
         # nothing started since the evaluator ended: its next step waits, with nothing made yet
         assert not evaluator.released and evaluator.thread.is_alive()
         assert evaluator.pid is None and evaluator.group is None and evaluator.holder is None
@@ -1100,6 +1101,8 @@ def test_steps_that_come_after_a_pause_are_built_while_nothing_runs(tmp_path, mo
                     ahead.thread.join(timeout=60)
                     assert not ahead.thread.is_alive() and not ahead.released
                     assert ahead.failure is None and ahead.pid is not None
+                    # built while nothing runs, it copies the parent's pages it shares before go
+                    assert ahead.own_up_to > 0
             assert ws.run_split("val", "step1", manifest=manifest).success
             assert pool.ahead_used == 2 and lines == []
         finally:

@@ -76,11 +76,13 @@ joins them, the namespace's init and the process that becomes the command, which
 of the request that is not the script's own (descriptors, working directory, environment,
 ``sys.argv``, what ``/proc`` shows, numpy's generator seeded afresh), compiles the script (used at go
 if the script reads the same then and its compilation warned of nothing, every warning an error
-meanwhile) and reports ``ready``. While it waits for ``go`` it copies the pages it shares with
-the parent (present in its private writable mappings; at most a quarter of the step's memory limit
-and 1 GiB), so that the command's writes to them cost no copy in its own time: without this, every
-first write to a shared page (a reference count, an allocator's free list) is a copy-on-write fault
-in the middle of the command. When the request comes and matches it exactly (the same request, the
+meanwhile) and reports ``ready``. Built while nothing runs, it then copies, while it waits for
+``go``, the pages it shares with the parent (present in its private writable mappings; at most a
+quarter of the step's memory limit and 1 GiB), so that the command's writes to them cost no copy in
+its own time: without this, every first write to a shared page (a reference count, an allocator's
+free list) is a copy-on-write fault in the middle of the command. Built beside a running command (steps
+that follow one another at once), it copies nothing: that copy, of every page rather than those the
+command will write, took a processor from the running command, and was seldom done by go. When the request comes and matches it exactly (the same request, the
 same bubblewrap arguments and limits, and every path bubblewrap binds still the same file or folder,
 held open since the build so that a new one cannot take its inode number: one replaced since would
 show its old self inside, one removed nothing), the harness says go and the script starts;
@@ -152,8 +154,8 @@ READY_TIMEOUT_S = 300.0
 START_TIMEOUT_S = 60.0
 # how long a discarded command built ahead may take to end, per line its processes still write
 EXIT_GRACE_S = 1.0
-# a command built ahead copies at most this much of the parent's memory as its own before its request
-# (and at most a quarter of its memory limit)
+# a command built ahead while nothing runs copies at most this much of the parent's memory as its own
+# before its request (and at most a quarter of its memory limit)
 OWN_PAGES_MAX = 1 << 30
 # When a step built ahead is built (see _BuildTimes): once no warm command has run for this long, or
 # while another command runs where its kind's last request came after less idleness than this
@@ -658,8 +660,9 @@ class _BuildTimes:
             ahead.cancelled = ahead.cancelled or cancel
             self._cond.notify_all()
 
-    def wait(self, ahead: _Ahead) -> None:
-        """Until ``ahead`` may be built."""
+    def wait(self, ahead: _Ahead) -> bool:
+        """Until ``ahead`` may be built; whether it is built while no command runs (rather than beside
+        one, or at its own request)."""
         with self._cond:
             while not ahead.released:
                 if self._running:
@@ -667,8 +670,9 @@ class _BuildTimes:
                     continue
                 left = self._idle_since + AHEAD_IDLE_S - time.monotonic()
                 if left <= 0:
-                    return
+                    return True
                 self._cond.wait(left)
+            return False
 
 
 class _Ahead:
@@ -689,10 +693,11 @@ class _Ahead:
         self.failure: str | None = None
         self.times = times
         self.released = self.cancelled = False
+        self.own_up_to = 0  # how much of the parent's memory its process copies while it waits for go
         self.thread = threading.Thread(target=self._build, name="fmlbench-warm-ahead", daemon=True)
 
     def _build(self) -> None:
-        self.times.wait(self)
+        idle = self.times.wait(self)
         if self.cancelled:
             self.failure = "cancelled"
             return
@@ -702,11 +707,12 @@ class _Ahead:
         try:
             # before the sandbox binds them: a path replaced in between reads as another file
             self.pinned = _pin(self.key.bwrap)
-            own_up_to = OWN_PAGES_MAX
+            own_up_to = OWN_PAGES_MAX if idle else 0
             if self.key.limits is not None:
                 self.group = create_group(*self.key.limits)
                 own_up_to = min(own_up_to, self.key.limits[0].memory_bytes // 4)
                 request = {**request, **self.group.warm_entry()}
+            self.own_up_to = own_up_to
             start_r, self.start_w = os.pipe()
             self.out_r, out_w = os.pipe()
             self.err_r, err_w = os.pipe()
