@@ -20,6 +20,24 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 
 Measured on 2 cores, neither target met:
 
+* 2026-12-02, second session (the code of its end, 57d2bc6, against its start, e282740; runs
+  interleaved; the machine's pace changed within the hour, cold steps 2.4-3.7 s). Fairness step,
+  four runs of each: 0.115-0.145 s against 0.122-0.167 s, start-up and harness 12.6-15.4% against
+  11.5-16.3% (11-18 ms against 15-19 ms): only the harness before the experiment stands out of the
+  noise, 0.9-1.4 against 1.8-2.2 ms (the step's control group is made only where no step built ahead
+  brings its own). Back to back, three runs of each (median of 12): 0.154-0.172 s against 0.162-0.190
+  s, 11.6-13% against 13.7-15.5%, the experiment's start 1.1-1.6 against 3.3-7.8 ms: a step built
+  beside the evaluator copied the parent's memory (every present page; ~80 ms of a processor for the
+  evaluator's parent) and was seldom done by go, which it saw a chunk late; the main()s beside it were
+  stretched. Now only a step built while nothing runs copies. Lite random search, all eight tasks
+  (e282740, load average 1.1-1.3): warm 576.8 s, cold 1027.1 s, 1.78 times; warm/cold in s
+  continual_learning_pycil 120.4/144.5, data_efficiency_usb 83.1/134.6, generalization_domainbed
+  27.0/65.8, generalization_domainbed_officehome 156.4/204.5, privacy_opacus 49.6/156.3,
+  privacy_privacymeter 29.1/103.4, robustness_and_reliability_art 86.4/137.2, robustness_openood
+  24.8/80.9. Per step, warm saves the 3-5 s of a cold start (pycil 3.3-3.5 s, usb ~5 s, domainbed
+  ~3.3 s) and the first five tasks' steps train for 1.5-25 s: the target cannot come from start-up.
+  The widest pycil step (width 512, 36 + 5 x 48 epochs), alone: cold 20.2-22.8 s with main() 17.7-19.9
+  s, warm 15.0-16.9 s with main() 14.9-16.8 s.
 * fairness step, the code of 2026-12-02 against that of 2026-12-01, three runs of each interleaved in
   one session (cold steps 2.7-3.2 s): 0.122-0.135 s (median of the runs 0.125) against 0.132-0.159 s
   (0.150); start-up and harness 11.8-14.4% (14.4%) against 17.7-19.0% (18.1%), 13.6-17.9 ms against
