@@ -1169,6 +1169,47 @@ def test_a_step_built_ahead_runs_its_script_as_it_reads_at_go(tmp_path):
     assert cold.ok and cold_log.count("SyntaxWarning") == 1
 
 
+def test_a_step_built_ahead_reads_a_script_that_is_no_regular_file_only_at_go(tmp_path, monkeypatch):
+    """A script that is a FIFO is not compiled ahead: opened then, it would take for the waiting step what
+    its writer writes for the command, and leave the command nothing to read. The step built ahead reads
+    it at go, as a cold start does."""
+    import threading
+
+    from pytest_fmlbench.workspace import _emptied
+
+    monkeypatch.setattr(warm, "AHEAD_IDLE_S", 3600.0)  # built when this test lets it
+    task = load_task(_task_with_runner(tmp_path, "# replaced by a FIFO\n") / "task.yaml")
+    root = tmp_path / "run"
+    pool = _pool(task, root, root / "logs")
+    logs = []
+    try:
+        ws = Workspace.create(task, root / "search", scrubbed_env({}), root / "logs", True, pool)
+        runner = ws.path / "train.py"
+        runner.unlink()
+        os.mkfifo(runner)
+        for step in range(2):
+            # the writer waits until something opens the FIFO to read it, then writes this step's script
+            script = f"import sys\nsys.stderr.write('FROM THE FIFO {step}\\n')\n"
+            writer = threading.Thread(target=runner.write_text, args=(script,), daemon=True)
+            writer.start()
+            if step:
+                ahead = pool.ahead["experiment"]
+                pool._times.release(ahead)
+                ahead.thread.join()  # built and ready, the writer still waiting
+                assert ahead.failure is None and writer.is_alive()
+            out = ws.out_dir("val")
+            _emptied(out)
+            result = ws.experiment("val", out, f"step{step}")
+            writer.join(timeout=10)
+            logs.append((root / "logs" / f"step{step}.log").read_text())
+            assert result.ok and not writer.is_alive(), logs[-1][-2000:]
+        assert pool.ahead_used == 1 and logs[1].startswith("[warm] [built ahead]"), logs[1][:300]
+    finally:
+        pool.close()
+    assert [re.findall(r"^FROM THE FIFO \d$", log, re.MULTILINE) for log in logs] == [
+        ["FROM THE FIFO 0"], ["FROM THE FIFO 1"]], logs
+
+
 def test_closing_the_pool_ends_a_step_built_ahead(tmp_path):
     """A step built ahead that no request takes (the last of a search) holds processes, a control group
     and a bubblewrap holder: closing the run's pool ends and removes them all, and none of its code ran."""

@@ -881,20 +881,27 @@ def _compiled_ahead(script):
     """(source, code) of the script as it reads while a step built ahead waits for ``go``, or None. Only
     code whose compilation warns of nothing (every warning an error meanwhile, the filters otherwise as
     they are): the compiler's warnings are the command's output, printed from the source that runs."""
+    # A regular file only: anything else is read at go, as a cold start reads it. Its type is known
+    # before it is opened to be read: opening a FIFO to read, even without waiting, lets its writer
+    # write, to this process rather than the command. The file looked at is the file read (reopened
+    # through the descriptor that holds it, not by its name again).
     try:
-        # a regular file only: anything else (a FIFO) is read at go, as a cold start reads it
-        fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        held = os.open(script, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(held).st_mode):
             return None
-        with io.FileIO(fd, closefd=False) as fh:
-            source = fh.readall()
+        fd = os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            with io.FileIO(fd, closefd=False) as fh:
+                source = fh.readall()
+        finally:
+            os.close(fd)
     except OSError:
         return None
     finally:
-        os.close(fd)
+        os.close(held)
     # the list the warnings machinery reads (the module's, once imported), changed in place and back:
     # nothing else (no version count, no registry) notices
     filters = getattr(sys.modules.get("warnings"), "filters", None)
