@@ -80,9 +80,10 @@ meanwhile) and reports ``ready``. Built while nothing runs, it then copies, whil
 ``go``, the pages it shares with the parent (present in its private writable mappings; at most a
 quarter of the step's memory limit and 1 GiB), so that the command's writes to them cost no copy in
 its own time: without this, every first write to a shared page (a reference count, an allocator's
-free list) is a copy-on-write fault in the middle of the command. Built beside a running command (steps
-that follow one another at once), it copies nothing: that copy, of every page rather than those the
-command will write, took a processor from the running command, and was seldom done by go. When the request comes and matches it exactly (the same request, the
+free list) is a copy-on-write fault in the middle of the command. Built beside a running command
+(steps that follow one another at once), it copies nothing: that copy, of every page rather than
+those the command will write, took a processor from the running command, and was seldom done by go.
+When the request comes and matches it exactly (the same request, the
 same bubblewrap arguments and limits, and every path bubblewrap binds still the same file or folder,
 held open since the build so that a new one cannot take its inode number: one replaced since would
 show its old self inside, one removed nothing), the harness says go and the script starts;
