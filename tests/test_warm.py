@@ -937,6 +937,35 @@ def test_a_step_at_its_task_limit_as_it_ends_is_not_failed_by_its_memory_keeper(
     assert steps[0][0].limit == "too many processes", steps[0][1]
 
 
+PASSES_ITS_LIMITS_WHEN_TOLD = """
+import os, signal
+if os.path.exists("storm"):
+    for _ in range(64):
+        if os.fork() == 0:
+            signal.pause()
+            os._exit(0)
+if os.path.exists("hog"):
+    hoard = [bytearray(32 << 20) for _ in range(64)]
+"""
+
+
+@pytest.mark.parametrize("attack, limit", [("storm", "too many processes"), ("hog", "out of memory")])
+def test_a_step_built_ahead_is_bounded_by_the_limits_it_was_built_with(tmp_path, attack, limit):
+    """A step built ahead runs in the control group built with it (the one the harness asks for at the
+    request is never made): a step that passes the task's limits there is failed for it, as a cold one."""
+    task = _task_with_runner(tmp_path, PASSES_ITS_LIMITS_WHEN_TOLD)
+    with open(task / "task.yaml", "a") as spec:
+        spec.write("resources: {max_processes: 24, memory_mb: 300}\n")
+
+    def told(ws, step):
+        (ws.path / attack).write_text("")
+
+    steps, used, discarded = _steps(task, tmp_path / "run", 2, between=told)
+    assert (used, discarded) == (1, 0)
+    assert steps[1][1].startswith("[warm] [built ahead]")
+    assert [(result.ok, result.limit) for result, _ in steps] == [(True, None), (False, limit)], [log for _, log in steps]
+
+
 def test_a_sandbox_that_does_not_start_means_one_cold_command(tmp_path):
     """The child is spawned while bubblewrap builds the step's sandbox: if it never holds its namespaces,
     the child is told so and ends without entering anything, that command starts cold with one line,
