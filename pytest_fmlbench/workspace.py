@@ -319,7 +319,7 @@ def protected_paths(root: Path, patterns: list[str]) -> list[Path]:
     # sorted, a folder comes right before what is below it: each path is kept unless it lies below the
     # last one kept
     kept: list[Path] = []
-    for path in sorted(matches, key=lambda p: p.parts):
+    for path in sorted(matches):
         if not kept or not str(path).startswith(f"{kept[-1]}/"):
             kept.append(path)
     return kept
