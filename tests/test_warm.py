@@ -786,6 +786,105 @@ def test_a_library_whose_c_exit_handlers_do_more_than_release_memory_has_them_ru
     assert out == cold.stdout
 
 
+ENDING_WRITES = """
+import atexit
+
+# objects of the parent that every command's ending writes to (their reference counts)
+BIG = [[] for _ in range(20000)]
+
+
+def _look():
+    for item in BIG:
+        pass
+
+
+atexit.register(_look)
+"""
+
+# which pages of those objects this process holds alone, looked at without writing to them (their
+# addresses read from the list's item array)
+OWNED = """
+import ctypes, mmap, fmlbench_ending_writes
+big = fmlbench_ending_writes.BIG
+items = (ctypes.c_void_p * len(big)).from_address(ctypes.c_void_p.from_address(id(big) + 24).value)
+pages = sorted({address // mmap.PAGESIZE for address in items})
+owned = 0
+with open("/proc/self/pagemap", "rb") as pagemap:
+    for page in pages:
+        pagemap.seek(page * 8)
+        entry = int.from_bytes(pagemap.read(8), "little")
+        owned += bool(entry >> 63 & 1 and entry >> 56 & 1)
+print(f"OWNED {owned} {len(pages)}", flush=True)
+"""
+
+
+def _warm_outputs(tmp_path: Path, module: str, source: str, script: str, runs: int) -> tuple[list[str], str, int]:
+    """Run ``script`` ``runs`` times from a plain warm pool whose parent imports ``module``: the commands'
+    outputs, the parent's log and how many were built ahead."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / f"{module}.py").write_text(source)
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    env = scrubbed_env({"PYTHONPATH": str(lib)})
+    pool = warm.WarmPool([(module, [])], [], False, tmp_path / "logs", [].append)
+    outputs = []
+    try:
+        for _ in range(runs):
+            proc = pool.launcher("experiment", [sys.executable, str(path)], (), tmp_path, env)(None)
+            assert proc is not None
+            outputs.append(proc.stdout.read().decode())
+            assert proc.wait(60) == 0, proc.stderr.read()
+            proc.stdout.close()
+            proc.stderr.close()
+    finally:
+        pool.close()
+    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
+    return outputs, log, pool.ahead_used
+
+
+def test_a_command_built_ahead_copies_the_pages_its_ending_writes_before_go(tmp_path, monkeypatch):
+    """A command's ending writes to pages it shares with the parent (reference counts of the parent's
+    objects, in the atexit handlers and this mechanism's look at what is left): each write copies a
+    page, a fault of 10-20 us. A fork of the parent ends as an empty script does and reports those
+    pages; a command built ahead copies them while it waits for go. The first command, not built
+    ahead, shares them still; the one built ahead owns them (with nothing else of the parent copied
+    ahead here, as when it is built beside another command)."""
+    monkeypatch.setattr(warm, "OWN_PAGES_MAX", 0)
+    outputs, log, built_ahead = _warm_outputs(tmp_path, "fmlbench_ending_writes", ENDING_WRITES, OWNED, 2)
+    assert built_ahead == 1
+    (first_owned, pages), (second_owned, same) = [map(int, out.split()[1:]) for out in outputs]
+    assert pages == same and pages > 200
+    assert first_owned < pages / 10 and second_owned > pages * 9 / 10, (first_owned, second_owned, pages)
+    learnt = int(re.search(r"pages an ending writes, copied ahead: (\d+)", log).group(1))
+    assert learnt >= pages, log
+
+
+EXIT_FILE_WRITER = """
+import atexit
+
+
+def _write():
+    with open(FILE, "a") as fh:
+        fh.write("handler ran\\n")
+
+
+atexit.register(_write)
+"""
+
+
+def test_finding_the_pages_an_ending_writes_does_nothing_else(tmp_path):
+    """The fork that ends as an empty script does runs the libraries' atexit handlers: under a filter
+    that ends it at any system call but those of memory and its own report, so a handler that does more
+    (here, one that writes a file) is stopped before it does: nothing is copied ahead, and the
+    commands' own endings run the handler as a cold start does, once each."""
+    written = tmp_path / "exit.txt"
+    source = f"FILE = {str(written)!r}\n" + EXIT_FILE_WRITER
+    outputs, log, _ = _warm_outputs(tmp_path, "fmlbench_exit_file", source, "import fmlbench_exit_file\n", 2)
+    assert "pages an ending writes, copied ahead: 0" in log, log
+    assert written.read_text() == "handler ran\n" * 2
+
+
 def test_a_warm_command_s_cpu_time_is_reported(tmp_path):
     """What the benchmarks measure where wall time is stretched by other work: the CPU time of a warm
     command's processes, as the kernel counted them (a cold one's stays inside bubblewrap's namespace)."""
