@@ -99,13 +99,16 @@ def format_command(template: str, values: dict[str, str | Path], python: list[st
 
 def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
                 group: StepGroup | None = None, shown: str | None = None,
-                launcher: Callable[[StepGroup | None], Any] | None = None) -> CommandResult:
+                launcher: Callable[[StepGroup | None], Any] | None = None,
+                meanwhile: Callable[[], None] | None = None) -> CommandResult:
     """Run ``argv`` to completion, its output kept in ``log_path`` within a fixed size.
 
     ``group`` (a step's resource limits) is joined by the child before exec; a limit it reports as
     reached ends the command at once. ``launcher`` may start the command warm (see
     ``isolation.warm``): it returns a started process with what is used here of a Popen, or None, and
-    the command then starts as usual.
+    the command then starts as usual. ``meanwhile`` is called once the command has started, while it
+    runs (the harness's own work that need not wait for it); what it raises ends the command and
+    propagates.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -151,6 +154,8 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         reader.start()
     deadline = start + timeout_s
     try:
+        if meanwhile is not None:
+            meanwhile()
         while True:
             try:
                 proc.wait(timeout=_POLL_S)

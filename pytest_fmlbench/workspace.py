@@ -9,6 +9,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pydantic import ValidationError
 
@@ -137,7 +138,8 @@ class Workspace:
             "scale": self.data.scale if self.data else "full", "data": self.data.base if self.data else "",
         }
 
-    def _harness(self, command: str, split: str, out: Path, log_name: str, result: Path | None = None) -> CommandResult:
+    def _harness(self, command: str, split: str, out: Path, log_name: str, result: Path | None = None,
+                 meanwhile: Callable[[], None] | None = None) -> CommandResult:
         """A harness command: pristine code, isolated imports, run from the harness folder."""
         template = getattr(self.task.spec.commands, command)
         argv = format_command(template, self._values(split, out, result), python=HARNESS_PYTHON)
@@ -146,7 +148,7 @@ class Workspace:
         if self.warm is not None:
             launcher = self.warm.launcher("harness", argv, tuple(HARNESS_PYTHON[1:]), self.task.harness_dir, self.env)
         return run_command(argv, cwd=self.task.harness_dir, env=self.env, timeout_s=self.task.spec.timeout_s,
-                           log_path=self.logs / f"{log_name}.log", launcher=launcher)
+                           log_path=self.logs / f"{log_name}.log", launcher=launcher, meanwhile=meanwhile)
 
     def _protected_paths(self) -> list[Path]:
         return protected_paths(self.path, self.task.spec.protected)
@@ -215,7 +217,8 @@ class Workspace:
     def run_split(self, split: str, log_prefix: str, manifest: Manifest | None = None) -> SplitOutcome:
         """Run the experiment on ``split`` and have the pristine evaluator judge it.
 
-        ``manifest`` is verified before the evaluator runs, so the verdict never comes from tampered code.
+        ``manifest`` is verified after the experiment, while the evaluator runs (the harness waits for
+        it anyway): a verdict is read only once it found nothing, so none comes from tampered code.
         """
         spec = self.task.spec
         out = self.out_dir(split)
@@ -227,11 +230,19 @@ class Workspace:
             self._seal_private()
         run = self.experiment(split, out, f"{log_prefix}_{split}")
         blocked = blocked_lines(self.logs / f"{log_prefix}_{split}.log") if self.sandboxed else []
-        if manifest is not None:
-            problems = manifest.verify() + self._check_private()
-            if problems:
-                raise IntegrityViolation(problems, f"after the {split} run")
+        found: list[list[str]] = []  # what the integrity check found, once it ran
+
+        def verify() -> None:
+            found.append(manifest.verify() + self._check_private() if manifest is not None else [])
+
+        def refuse_if_tampered() -> None:
+            if not found:
+                verify()
+            if found[0]:
+                raise IntegrityViolation(found[0], f"after the {split} run")
+
         if not run.ok:
+            refuse_if_tampered()
             return SplitOutcome(split, False, error=run.describe_failure(f"{split} run", spec.timeout_s),
                                 duration_s=run.duration_s, blocked=blocked, stderr=_reported_stderr(run, spec.timeout_s))
         # the evaluator reads a copy of {out} made of regular files only, never {out} itself
@@ -240,7 +251,9 @@ class Workspace:
         # the verdict lives outside anything the experiment could write
         verdict_path = self.root / "verdicts" / f"{split}.json"
         verdict_path.unlink(missing_ok=True)
-        judged = self._harness("evaluate", split, evidence, f"{log_prefix}_{split}_evaluate", result=verdict_path)
+        judged = self._harness("evaluate", split, evidence, f"{log_prefix}_{split}_evaluate", result=verdict_path,
+                               meanwhile=verify)
+        refuse_if_tampered()
         duration = run.duration_s + judged.duration_s
         if not judged.ok:
             error = judged.describe_failure("evaluation", spec.timeout_s)

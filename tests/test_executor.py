@@ -2,6 +2,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from pytest_fmlbench import devices
 from pytest_fmlbench.executor import format_command, run_command, scrubbed_env
 
@@ -202,3 +204,31 @@ def test_a_group_closed_unwaited_is_emptied_at_once_and_removed_before_the_harne
     assert [proc.wait(timeout=5) for proc in procs] == [-signal.SIGKILL] * 3
     limits.finish_closing()
     assert not any(directory.exists() for group in groups for directory in group.dirs)
+
+
+def test_meanwhile_runs_while_the_command_runs_and_what_it_raises_ends_it(tmp_path):
+    """The harness's own work that need not wait for a command (the integrity check while the evaluator
+    runs) is done while it runs: here the command waits for a file that only ``meanwhile`` makes. What
+    ``meanwhile`` raises ends the command and reaches the caller."""
+    flag = tmp_path / "flag"
+    waits = [sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.01)\n"
+                                   "print('saw it')"]
+    result = run_command(waits, cwd=tmp_path, env=scrubbed_env({}), timeout_s=60, log_path=tmp_path / "a.log",
+                         meanwhile=flag.touch)
+    assert result.ok and "saw it" in result.output_tail
+
+    flag.unlink()
+    pid_file = tmp_path / "pid"
+    forever = [sys.executable, "-c", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                                     "time.sleep(600)"]
+
+    def fails() -> None:
+        while not pid_file.exists() or not pid_file.read_text():
+            time.sleep(0.01)
+        raise RuntimeError("tampered")
+
+    with pytest.raises(RuntimeError, match="tampered"):
+        run_command(forever, cwd=tmp_path, env=scrubbed_env({}), timeout_s=600, log_path=tmp_path / "b.log",
+                    meanwhile=fails)
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int(pid_file.read_text()), 0)
