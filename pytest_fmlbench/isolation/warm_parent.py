@@ -647,7 +647,7 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
     # nothing of the step runs, and this init reports the exit itself: its own end and theirs
     # (releasing memory, milliseconds) is then nobody's wait.
     try:
-        looks = 0
+        looks, moved = 0, False
         while True:
             try:
                 os.kill(-1, signal.SIGKILL)
@@ -659,6 +659,9 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
                 break
             if pid:
                 continue
+            if not moved:
+                moved = True
+                _run_elsewhere()
             if _only_ending_left():
                 break
             if looks < _ENDING_LOOKS:
@@ -676,6 +679,24 @@ def _enter_sandbox(request, stdout, stderr, status, last_cap, go=None, start=Non
                         f"{own.ru_stime + children.ru_stime:.6f} {own.ru_minflt + children.ru_minflt}")
     finally:
         os._exit(code)
+
+
+def _run_elsewhere():
+    """Move the namespace's other processes, just killed, off this init's processor. Woken by the kill
+    here, they would start their end (the memory keeper's release of the command's memory among it,
+    milliseconds) only once this init sleeps, and this init waits for them to have started it: on
+    another processor they start it at once, beside this init's looks."""
+    try:
+        others = os.sched_getaffinity(0) - {_LIBC.sched_getcpu()}
+    except OSError:
+        return
+    if not others:
+        return
+    for task in _namespace_tasks(init=False) or ():
+        try:
+            os.sched_setaffinity(int(task.rsplit("/", 1)[1]), others)
+        except (OSError, ValueError):
+            pass  # ended meanwhile, or outside what this namespace may use
 
 
 def _namespace_tasks(init=True):
