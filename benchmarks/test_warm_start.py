@@ -20,6 +20,19 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 
 Measured on 2 cores, neither target met:
 
+* 2026-12-02, third session (its end, 64c38e4, against its start, 5890524; runs interleaved; load
+  average 1.3-1.4, the main()s stretched by the machine: 0.09-0.12 s). Fairness step, three runs of
+  each: start-up and harness 11.2-11.4% against 11.2-12.9%; of the phases only the harness between the
+  commands stands out of the noise, 0.7-0.9 against 1.8-2.4 ms (the integrity check runs while the
+  evaluator runs). Back to back, two runs of each (median of 12): 9.7-10.9% against 11.9-12.6%, step
+  0.158-0.165 s against 0.156-0.180 s, the experiment's end 3.9-4.5 against 5.3-5.5 ms. Measured inside
+  the commands (8 steps each): the ending's page faults 125 -> 49 (experiment) and 130 -> 34
+  (evaluator), from the main()'s end to the exit 2.8-3.1 -> 1.7-1.8 ms and 1.3-1.4 -> 0.8-1.0 ms (the
+  parent's pages an ending writes, copied by a step built ahead); from the init's reaping of the
+  command to its report 1.0-1.1 -> 0.56-0.58 ms (the keeper moved off the init's processor). Lite
+  random search, the three start-up-bound tasks (load average 1.0-1.3): privacy_opacus 45.1/143.7 s,
+  privacy_privacymeter 28.8/92.9 s, robustness_openood 27.7/82.4 s, 101.7/319.0 s in all, 3.14 times;
+  best validation and test values equal warm and cold.
 * 2026-12-02, second session (the code of its end, 57d2bc6, against its start, e282740; runs
   interleaved; the machine's pace changed within the hour, cold steps 2.4-3.7 s). Fairness step,
   four runs of each: 0.115-0.145 s against 0.122-0.167 s, start-up and harness 12.6-15.4% against
