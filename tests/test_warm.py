@@ -758,30 +758,42 @@ _libc.__cxa_atexit(_libc.puts, ctypes.c_void_p(_libc.strdup(b"library exit handl
 """
 
 
+def _warm_outputs(tmp_path: Path, module: str, source: str, script: str, runs: int) -> tuple[list[str], str, int]:
+    """Run ``script`` ``runs`` times from a plain warm pool whose parent imports ``module``: the commands'
+    outputs, the parent's log and how many were built ahead."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / f"{module}.py").write_text(source)
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    env = scrubbed_env({"PYTHONPATH": str(lib)})
+    pool = warm.WarmPool([(module, [])], [], False, tmp_path / "logs", [].append)
+    outputs = []
+    try:
+        for _ in range(runs):
+            proc = pool.launcher("experiment", [sys.executable, str(path)], (), tmp_path, env)(None)
+            assert proc is not None
+            outputs.append(proc.stdout.read().decode())
+            assert proc.wait(60) == 0, proc.stderr.read()
+            proc.stdout.close()
+            proc.stderr.close()
+    finally:
+        pool.close()
+    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
+    return outputs, log, pool.ahead_used
+
+
 def test_a_library_whose_c_exit_handlers_do_more_than_release_memory_has_them_run(tmp_path):
     """The C library's exit handlers of the parent's libraries are skipped at a command's end only if a
     fork of the parent, running them under a filter that stops any other system call, saw them release
     memory and nothing else (torch's take a tenth of a second and more). A library whose handler writes
     has it run at every command's end, as a cold start does."""
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "fmlbench_exit_writer.py").write_text(EXIT_WRITER)
-    script = tmp_path / "uses_it.py"
-    script.write_text("import fmlbench_exit_writer\nprint('script ran', flush=True)\n")
-    env = scrubbed_env({"PYTHONPATH": str(lib)})
-    cold = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    script = "import fmlbench_exit_writer\nprint('script ran', flush=True)\n"
+    [out], log, _ = _warm_outputs(tmp_path, "fmlbench_exit_writer", EXIT_WRITER, script, 1)
+    env = scrubbed_env({"PYTHONPATH": str(tmp_path / "lib")})
+    cold = subprocess.run([sys.executable, str(tmp_path / "script.py")], env=env, capture_output=True, text=True,
+                          check=True)
     assert cold.stdout == "script ran\nlibrary exit handler ran\n", cold
-    pool = warm.WarmPool([("fmlbench_exit_writer", [])], [], False, tmp_path / "logs", [].append)
-    try:
-        proc = pool.launcher("experiment", [sys.executable, str(script)], (), tmp_path, env)(None)
-        assert proc is not None
-        out = proc.stdout.read().decode()
-        assert proc.wait(60) == 0, proc.stderr.read()
-        proc.stdout.close()
-        proc.stderr.close()
-    finally:
-        pool.close()
-    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
     assert "the C library's exit handlers: they make other system calls" in log, log
     assert out == cold.stdout
 
@@ -816,31 +828,6 @@ with open("/proc/self/pagemap", "rb") as pagemap:
         owned += bool(entry >> 63 & 1 and entry >> 56 & 1)
 print(f"OWNED {owned} {len(pages)}", flush=True)
 """
-
-
-def _warm_outputs(tmp_path: Path, module: str, source: str, script: str, runs: int) -> tuple[list[str], str, int]:
-    """Run ``script`` ``runs`` times from a plain warm pool whose parent imports ``module``: the commands'
-    outputs, the parent's log and how many were built ahead."""
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / f"{module}.py").write_text(source)
-    path = tmp_path / "script.py"
-    path.write_text(script)
-    env = scrubbed_env({"PYTHONPATH": str(lib)})
-    pool = warm.WarmPool([(module, [])], [], False, tmp_path / "logs", [].append)
-    outputs = []
-    try:
-        for _ in range(runs):
-            proc = pool.launcher("experiment", [sys.executable, str(path)], (), tmp_path, env)(None)
-            assert proc is not None
-            outputs.append(proc.stdout.read().decode())
-            assert proc.wait(60) == 0, proc.stderr.read()
-            proc.stdout.close()
-            proc.stderr.close()
-    finally:
-        pool.close()
-    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("warm_parent_*.log"))
-    return outputs, log, pool.ahead_used
 
 
 def test_a_command_built_ahead_copies_the_pages_its_ending_writes_before_go(tmp_path, monkeypatch):
