@@ -1364,7 +1364,7 @@ def _copied(pagemap, spans):
 def _pages_an_ending_writes():
     """The pages of this parent's memory that a command's ending writes to, as (address, pages) spans.
     Each such write copies a page the command shares with the parent: a page fault of 10-20 us, a
-    hundred per command; a step built ahead copies them while it waits for go (``_own_written``). A
+    hundred per command; a step built ahead copies them before it reports ready (``_own_written``). A
     fork of the parent ends as an empty script does (its threads joined, the atexit handlers, this
     mechanism's look at what is left) and reports the pages it copied meanwhile.
 
