@@ -32,7 +32,8 @@ Measured on 2 cores, neither target met:
   command to its report 1.0-1.1 -> 0.56-0.58 ms (the keeper moved off the init's processor). Lite
   random search, the three start-up-bound tasks (load average 1.0-1.3): privacy_opacus 45.1/143.7 s,
   privacy_privacymeter 28.8/92.9 s, robustness_openood 27.7/82.4 s, 101.7/319.0 s in all, 3.14 times;
-  best validation and test values equal warm and cold. All 8 again (this code, load average 1.0-1.2): 544.5 s against 971.7 s, 1.78 times (target 3);
+  best validation and test values equal warm and cold. All 8 again (this code, load average
+  1.0-1.2): 544.5 s against 971.7 s, 1.78 times (target 3);
   warm/cold in s continual_learning_pycil 87.9/143.2, data_efficiency_usb 85.3/129.1,
   generalization_domainbed 33.9/70.4, generalization_domainbed_officehome 153.4/203.9, privacy_opacus
   53.4/139.1, privacy_privacymeter 26.4/89.5, robustness_and_reliability_art 81.0/124.7,
