@@ -870,12 +870,9 @@ def _own_pages(start, up_to):
     ``_OWN_CHUNK`` pages, scanned or copied, and stops at once when ``go`` comes."""
     left = up_to // _PAGE
     try:
-        with open("/proc/self/maps") as maps:
-            spans = [line.split(None, 2)[:2] for line in maps]
-        writable = [span for span, rights in spans if rights.startswith("rw") and rights[3] == "p"]
+        writable = _writable_spans()
         with open("/proc/self/pagemap", "rb") as pagemap:
-            for span in writable:
-                low, high = (int(x, 16) for x in span.split("-"))
+            for low, high in writable:
                 for chunk in range(low, high, _OWN_CHUNK * _PAGE):
                     if select.select([start], [], [], 0)[0]:
                         return
