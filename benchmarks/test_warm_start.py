@@ -155,9 +155,9 @@ if __name__ == "__main__":
 '''
 
 
-def _timed_task(tmp_path: Path) -> Path:
-    task = tmp_path / "fairness_fairlearn"
-    shutil.copytree(REPO / "task_suites" / "fairness_fairlearn", task)
+def _timed_task(tmp_path: Path, name: str = "fairness_fairlearn") -> Path:
+    task = tmp_path / name
+    shutil.copytree(REPO / "task_suites" / name, task)
     future = "from __future__ import annotations\n"
     for path in (task / "workspace" / "train.py", task / "harness" / "evaluate.py"):
         source = path.read_text()
@@ -236,8 +236,11 @@ def _step(ws: Workspace, name: str, commands: _Commands, manifest) -> dict:
     }
 
 
-def test_fairness_step_share(benchmark, tmp_path, monkeypatch):
-    task = load_task(_timed_task(tmp_path) / "task.yaml")
+def _alternate(tmp_path: Path, monkeypatch, name: str, steps: int, benchmark=None) -> tuple[dict, list[str], int]:
+    """``steps`` validation steps of the task's baseline, cold and warm in turn in one run, after a warm
+    one that waits for the experiments' parent: each phase's median per mode, and the share of the step
+    that is not the main()s."""
+    task = load_task(_timed_task(tmp_path, name) / "task.yaml")
     env = scrubbed_env({})
     lines: list[str] = []
     commands = _Commands(monkeypatch)
@@ -247,30 +250,41 @@ def test_fairness_step_share(benchmark, tmp_path, monkeypatch):
         cold = Workspace.create(task, tmp_path / "cold", env, tmp_path / "logs", True, None)
         manifests = {"warm": hot.take_manifest(), "cold": cold.take_manifest()}
         _step(hot, "warm_up", commands, manifests["warm"])  # waits for the experiments' parent to finish its imports
-        steps: dict[str, list[dict]] = {"warm": [], "cold": []}
+        runs: dict[str, list[dict]] = {"warm": [], "cold": []}
 
         def alternate():
-            for i in range(STEPS):
-                steps["cold"].append(_step(cold, f"cold_{i}", commands, manifests["cold"]))
-                steps["warm"].append(_step(hot, f"warm_{i}", commands, manifests["warm"]))
+            for i in range(steps):
+                runs["cold"].append(_step(cold, f"cold_{i}", commands, manifests["cold"]))
+                runs["warm"].append(_step(hot, f"warm_{i}", commands, manifests["warm"]))
 
-        benchmark.pedantic(alternate, rounds=1, iterations=1)
+        if benchmark is None:
+            alternate()
+        else:
+            benchmark.pedantic(alternate, rounds=1, iterations=1)
     finally:
         pool.close()
-    assert lines == [], lines  # every warm command started warm
-    assert {s["metric"] for s in steps["warm"] + steps["cold"]} == {task.spec.baseline.val}
+    (value,) = {s["metric"] for s in runs["warm"] + runs["cold"]}  # warm or cold, the same number
+    baseline = task.spec.baseline
+    # a task whose baseline differs across processors declares by how much (e.g. continual_learning_pycil)
+    assert abs(value - baseline.val) <= (baseline.tolerance.val if baseline.tolerance else 0), (name, value)
     info = {}
-    for mode, runs in steps.items():
-        phases = {key: round(statistics.median(s[key] for s in runs), 4) for key in runs[0]
-                  if key != "metric" and runs[0][key] is not None}
-        phases["startup_and_harness_share"] = round(statistics.median(1 - s["compute_s"] / s["step_s"] for s in runs), 3)
-        if runs[0]["cpu_total"] is not None:
+    for mode, done in runs.items():
+        phases = {key: round(statistics.median(s[key] for s in done), 4) for key in done[0]
+                  if key != "metric" and done[0][key] is not None}
+        phases["startup_and_harness_share"] = round(statistics.median(1 - s["compute_s"] / s["step_s"] for s in done), 3)
+        if done[0]["cpu_total"] is not None:
             # the same in CPU time, which the machine's load does not stretch: all the processes of the step
             phases["cpu_startup_and_harness_share"] = round(
-                statistics.median(1 - s["cpu_compute"] / s["cpu_total"] for s in runs), 3)
+                statistics.median(1 - s["cpu_compute"] / s["cpu_total"] for s in done), 3)
         info[mode] = phases
+    return info, lines, pool.ahead_used
+
+
+def test_fairness_step_share(benchmark, tmp_path, monkeypatch):
+    info, lines, built_ahead = _alternate(tmp_path, monkeypatch, "fairness_fairlearn", STEPS, benchmark)
+    assert lines == [], lines  # every warm command started warm
     info["speedup"] = round(info["cold"]["step_s"] / info["warm"]["step_s"], 1)
-    info["warm_built_ahead"] = pool.ahead_used
+    info["warm_built_ahead"] = built_ahead
     info["loadavg_1_5"] = [round(x, 2) for x in os.getloadavg()[:2]]
     info["cpus"] = os.cpu_count()
     benchmark.extra_info.update(info)
@@ -315,6 +329,50 @@ def test_fairness_steps_back_to_back(benchmark, tmp_path, monkeypatch):
 
 LITE = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml")
               if "lite" in load_task(p).spec.markers)
+
+
+LITE_STEPS = 2
+
+
+def test_lite_step_share(benchmark, tmp_path, monkeypatch):
+    """The fairness measure on each ``lite`` task's baseline step: what of a warm step is not its
+    main()s, and how much faster than cold a step could be if start-up and harness cost nothing at all:
+    the cold step over the warm main()s (``bound``). A cold main() is not the measure: it imports what
+    the libraries import on first use (torch._dynamo when the optimizer is made, seconds); a warm one
+    runs the training's own calls only (cProfile of a warm main(): backward, conv2d, the optimizer)."""
+    per_task: dict[str, dict] = {}
+
+    def each():
+        for name in LITE:
+            info, lines, _ = _alternate(tmp_path / name, monkeypatch, name, LITE_STEPS)
+            monkeypatch.undo()
+            per_task[name] = {
+                "warm_step_s": info["warm"]["step_s"], "cold_step_s": info["cold"]["step_s"],
+                "warm_compute_s": info["warm"]["compute_s"], "cold_compute_s": info["cold"]["compute_s"],
+                "warm_share": info["warm"]["startup_and_harness_share"],
+                "cold_share": info["cold"]["startup_and_harness_share"],
+                "bound": round(info["cold"]["step_s"] / info["warm"]["compute_s"], 2),
+                "speedup": round(info["cold"]["step_s"] / info["warm"]["step_s"], 2), "fell_back": lines}
+            print(f"\n[lite step share] {name}: {json.dumps(per_task[name])}", flush=True)
+
+    benchmark.pedantic(each, rounds=1, iterations=1)
+    total = {key: round(sum(t[key] for t in per_task.values()), 2)
+             for key in ("warm_step_s", "cold_step_s", "warm_compute_s", "cold_compute_s")}
+    total["bound"] = round(total["cold_step_s"] / total["warm_compute_s"], 2)
+    total["speedup"] = round(total["cold_step_s"] / total["warm_step_s"], 2)
+    info = {"per_task": per_task, "total": total, "loadavg_1_5": [round(x, 2) for x in os.getloadavg()[:2]]}
+    benchmark.extra_info.update(info)
+    print(f"\n[lite baseline steps, median of {LITE_STEPS}, warm and cold in turn]")
+    print(f"{'task':40s}{'warm s':>9s}{'cold s':>9s}{'main()s':>9s}{'warm %':>8s}{'cold %':>8s}{'x':>6s}{'bound':>7s}")
+    print("(main()s: the warm step's; %: start-up and harness of a step; x: cold step over warm step; bound: "
+          "cold step over warm main()s, the most a start costing nothing could give)")
+    for name, t in [*per_task.items(), ("all", {**total, "warm_share": None, "cold_share": None})]:
+        shares = "".join(f"{100 * t[k]:8.1f}" if t[k] is not None else f"{'':8s}" for k in ("warm_share", "cold_share"))
+        print(f"{name:40s}{t['warm_step_s']:9.2f}{t['cold_step_s']:9.2f}{t['warm_compute_s']:9.2f}{shares}"
+              f"{t['speedup']:6.2f}{t['bound']:7.2f}")
+    print(json.dumps(info))
+    assert all(not t["fell_back"] for t in per_task.values()), info
+    assert all(t["warm_share"] <= SHARE_TARGET for t in per_task.values()), info
 
 
 def _session(out: Path, task: str, *args: str) -> float:
