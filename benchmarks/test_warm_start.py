@@ -17,8 +17,25 @@ Both compare warm against cold in one run, alternating, so that the machine's lo
 * ``test_lite_random_search``: ``--agent=random-search --steps=10`` on every ``lite`` task, one task at
   a time, warm then ``--cold-start``, each a fresh run (prepare, 10 steps, final validation and test).
   Target: the warm session at least 3 times faster than the cold one.
+* ``test_lite_step_share``: the fairness measure on each ``lite`` task's baseline step, cold and warm in
+  turn, and the most a start costing nothing could give there (the cold step over the warm main()s).
+  Target: start-up and harness at most 10% of each task's warm step.
 
 Measured on 2 cores, neither target met:
+
+* 2026-12-02, fourth session, on an AMD EPYC (2 cores, slower than the machine of the rounds below: cold
+  fairness steps 4.0-4.6 s against 2.4-3.7 s). Fairness step, median of 6: start-up and harness 9.3% and 10.6% in two
+  runs (0.194-0.204 s warm, 4.37-4.56 s cold); back to back, median of 12: 6.9% (step 0.311 s, the
+  main()s 0.29 s). ``test_lite_step_share`` (median of 2, load average ~1), warm/cold step in s and the
+  share of start-up and harness warm/cold: continual_learning_pycil 9.24/17.54 (0.5%/33.7%),
+  data_efficiency_usb 15.81/21.72 (0.3%/28.1%), generalization_domainbed 4.90/12.51 (1.0%/42.9%),
+  generalization_domainbed_officehome 10.83/19.64 (0.4%/29.7%), privacy_opacus 3.85/21.71 (1.7%/78.0%),
+  privacy_privacymeter 1.97/14.11 (4.0%/68.8%), robustness_and_reliability_art 7.99/16.26 (1.1%/38.6%),
+  robustness_openood 2.28/12.78 (2.3%/67.0%); all 56.87/136.28 s, 2.40 times, bound 2.42. In a warm
+  main() cProfile finds the training's calls only (generalization_domainbed: backward 4.1 s, conv2d
+  1.7 s, Adam 0.9 s of 8.4 s, the machine busy); a cold one also imports torch._dynamo (4 s of 11.3 s
+  there) when it makes its optimizer. data_efficiency_usb's 10-step random search: 162.5 s against
+  210.8 s, 1.30 times.
 
 * 2026-12-02, third session (its end, 64c38e4, against its start, 5890524; runs interleaved; load
   average 1.3-1.4, the main()s stretched by the machine: 0.09-0.12 s). Fairness step, three runs of
