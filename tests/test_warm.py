@@ -872,6 +872,38 @@ def test_finding_the_pages_an_ending_writes_does_nothing_else(tmp_path):
     assert written.read_text() == "handler ran\n" * 2
 
 
+# an atexit handler that tries an import that finds nothing (as torch._dynamo's does at every exit: it
+# tries ``import tabulate``), and writes to a table of its own
+EXIT_IMPORT_TRIER = """
+import atexit
+
+TABLE = [[0] * 64 for _ in range(4096)]
+
+
+def _dump():
+    try:
+        import fmlbench_not_installed  # noqa: F401
+    except ImportError:
+        pass
+    for row in TABLE:
+        row[0] += 1
+
+
+atexit.register(_dump)
+"""
+
+
+def test_an_ending_that_tries_an_import_that_finds_nothing_has_its_pages_copied_ahead(tmp_path):
+    """An import that finds nothing only looks at files' metadata along sys.path: the probe lets it
+    through, learns the pages the ending writes (the handler's table among them), and the commands
+    still end as a cold one does."""
+    script = "import fmlbench_exit_import\nprint('script ran', flush=True)\n"
+    outputs, log, ahead = _warm_outputs(tmp_path, "fmlbench_exit_import", EXIT_IMPORT_TRIER, script, 3)
+    assert outputs == ["script ran\n"] * 3 and ahead == 2
+    copied = int(re.search(r"pages an ending writes, copied ahead: (\d+)", log).group(1))
+    assert copied >= 4096 // 8, log  # the table's rows, a few to a page, beside the ending's own
+
+
 def test_a_warm_command_s_cpu_time_is_reported(tmp_path):
     """What the benchmarks measure where wall time is stretched by other work: the CPU time of a warm
     command's processes, as the kernel counted them (a cold one's stays inside bubblewrap's namespace)."""

@@ -1061,6 +1061,11 @@ _MEMORY_ONLY_CALLS = {
                              "brk": 214, "munmap": 215, "mremap": 216, "mmap": 222, "mprotect": 226,
                              "madvise": 233, "membarrier": 283}),
 }
+# what the probe of an ending may also do: look at files' metadata. An import that finds nothing walks
+# sys.path so (stat, nothing opened while the finders' caches hold), and torch._dynamo's exit handler
+# does it at every exit (it tries ``import tabulate``)
+_METADATA_CALLS = {"x86_64": {"stat": 4, "fstat": 5, "lstat": 6, "newfstatat": 262, "statx": 332},
+                   "aarch64": {"newfstatat": 79, "fstat": 80, "statx": 291}}
 _PROBE_TIMEOUT_S = 30
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER, SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ALLOW = 22, 2, 0x80000000, 0x7FFF0000
 
@@ -1336,7 +1341,9 @@ class _Ending:
 
 
 _PM_EXCLUSIVE = 1 << 56  # pagemap: the page is mapped here only (a shared page, written, was copied)
-_WRITTEN_MAX = 1 << 12  # pages: what a probe finds beyond this is left to the command
+# pages: what a probe finds beyond this is left to the command. torch's ending writes ~9,000 (the
+# finalizers of its operator libraries take their operators out of the dispatcher, some 190 of them)
+_WRITTEN_MAX = 1 << 14
 
 
 def _writable_spans():
@@ -1366,15 +1373,15 @@ def _pages_an_ending_writes():
     mechanism's look at what is left) and reports the pages it copied meanwhile.
 
     The probe runs under the filter of ``_c_exit_handlers_seen``, plus writes and reads at an offset
-    (its pipe and its pagemap; nothing else is open): a handler that does more ends it, and nothing is
-    copied ahead. Learnt from this parent alone, never from a command: what a step does reaches no
+    (its pipe and its pagemap; nothing else is open) and looks at files' metadata (an import that finds
+    nothing): a handler that does more ends it, and nothing is copied ahead. Learnt from this parent alone, never from a command: what a step does reaches no
     later step's memory. Empty where short endings are off (a full teardown writes to every page)."""
     machine = os.uname().machine
     if machine not in _MEMORY_ONLY_CALLS or _Ending.refusal is not None or _Ending.c_handlers is not None:
         return ()
     arch, calls = _MEMORY_ONLY_CALLS[machine]
     read_at, write = (17, 1) if machine == "x86_64" else (67, 64)
-    program = _memory_only_filter(arch, sorted({*calls.values(), read_at, write}))
+    program = _memory_only_filter(arch, sorted({*calls.values(), *_METADATA_CALLS[machine].values(), read_at, write}))
     fprog = _SockFprog(len(program), program)
     try:
         spans = _writable_spans()
