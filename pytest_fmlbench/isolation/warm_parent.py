@@ -1374,8 +1374,8 @@ def _pages_an_ending_writes():
 
     The probe runs under the filter of ``_c_exit_handlers_seen``, plus writes and reads at an offset
     (its pipe and its pagemap; nothing else is open) and looks at files' metadata (an import that finds
-    nothing): a handler that does more ends it, and nothing is copied ahead. Learnt from this parent alone, never from a command: what a step does reaches no
-    later step's memory. Empty where short endings are off (a full teardown writes to every page)."""
+    nothing): a handler that does more ends it, and nothing is copied ahead. Learnt from this parent
+    alone, never from a command: what a step does reaches no later step's memory. Empty where short endings are off (a full teardown writes to every page)."""
     machine = os.uname().machine
     if machine not in _MEMORY_ONLY_CALLS or _Ending.refusal is not None or _Ending.c_handlers is not None:
         return ()
