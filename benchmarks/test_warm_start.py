@@ -364,7 +364,8 @@ def test_lite_step_share(benchmark, tmp_path, monkeypatch):
     main()s, and how much faster than cold a step could be if start-up and harness cost nothing at all:
     the cold step over the warm main()s (``bound``). A cold main() is not the measure: it imports what
     the libraries import on first use (torch._dynamo when the optimizer is made, seconds); a warm one
-    runs the training's own calls only (cProfile of a warm main(): backward, conv2d, the optimizer)."""
+    runs the training's own calls only (cProfile of generalization_domainbed's: backward, conv2d, the
+    optimizer)."""
     per_task: dict[str, dict] = {}
     # FMLBENCH_LITE=privacy_opacus,robustness_openood times those only
     chosen = [name for name in LITE if name in os.environ.get("FMLBENCH_LITE", name).split(",")]
