@@ -43,7 +43,10 @@ Measured on 2 cores, neither target met:
   pages, 8,000 of them written by the finalizers of torch's operator libraries. A warm torch command
   (``import torch``, a Linear and its SGD), from its last line to its reaping, median of 7 built ahead,
   measured while CI ran beside it: 25.8-29.9 ms against 31.2-69.8 ms without the metadata calls, and
-  29.3-30.8 against 35.0-40.2 ms with them but at most 4,096 pages copied.
+  29.3-30.8 against 35.0-40.2 ms with them but at most 4,096 pages copied. At the step, on a quiet
+  machine (``FMLBENCH_LITE=privacy_opacus,privacy_privacymeter,robustness_openood``, two rounds each
+  against the code before, interleaved), start-up and harness in ms: opacus 153, 66 against 82, 86;
+  privacymeter 101, 117 against 94, 99; openood 67, 69 against 60, 53: no gain out of the noise.
 
 * 2026-12-02, third session (its end, 64c38e4, against its start, 5890524; runs interleaved; load
   average 1.3-1.4, the main()s stretched by the machine: 0.09-0.12 s). Fairness step, three runs of
