@@ -31,12 +31,23 @@ def write_agent(pytester: pytest.Pytester):
     return write
 
 
+# Plugins installed beside ours that a benchmark run never uses (task libraries bring hydra-core and anyio;
+# the suite's own benchmarks pytest-benchmark): loading them costs a child pytest ~0.7 s on 2 cores, a few
+# minutes over the suite's few hundred children, and tests nothing of ours.
+UNUSED_PLUGINS = ("hydra_pytest", "anyio", "benchmark", "platformdirs")
+
+
+def child_args(*args: str) -> tuple[str, ...]:
+    """A child pytest's arguments: no cache folder, none of the UNUSED_PLUGINS, then ``args``."""
+    return ("-p", "no:cacheprovider", *(part for name in UNUSED_PLUGINS for part in ("-p", f"no:{name}")), *args)
+
+
 @pytest.fixture
 def bench(pytester: pytest.Pytester):
     """Run the plugin in a child pytest, as users run it."""
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+        return pytester.runpytest_subprocess(*child_args(*args))
 
     return run
 

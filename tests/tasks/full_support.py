@@ -23,6 +23,7 @@ from pytest_fmlbench.integrity import sha256_file
 from pytest_fmlbench.spec import TaskSpec, load_task
 
 from conftest import REPO
+from shared_run import run_child
 
 # the original's FML-bench-Lite subset (its README), by original task name
 LITE = {"Continual_Learning_pycil", "Data_Efficiency_usb", "Generalization_domainbed",
@@ -115,17 +116,27 @@ def fmlbench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 
 def copy_task(pytester, small_id: str) -> None:
-    shutil.copytree(REPO / "task_suites" / small_id, pytester.path / "task_suites" / small_id,
+    copy_task_into(pytester.path, small_id)
+
+
+def copy_task_into(project: Path, small_id: str) -> None:
+    shutil.copytree(REPO / "task_suites" / small_id, project / "task_suites" / small_id,
                     ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def smoke_project(pytester, small_id: str, data_root: Path) -> Path:
     """A project holding ``small_id``'s folder (its full task inside) and smoke fixtures in ``data_root``."""
-    copy_task(pytester, small_id)
-    done = fmlbench("data", "fixtures", "-k", f"{small_id}_full", "--suite", str(pytester.path / "task_suites"),
+    return fill_smoke_project(pytester.path, small_id, data_root)
+
+
+def fill_smoke_project(project: Path, small_id: str, data_root: Path) -> Path:
+    """``project`` given ``small_id``'s folder (its full task inside), and smoke fixtures in ``data_root``;
+    returns the full task's folder."""
+    copy_task_into(project, small_id)
+    done = fmlbench("data", "fixtures", "-k", f"{small_id}_full", "--suite", str(project / "task_suites"),
                     "--root", str(data_root))
     assert done.returncode == 0, done.stdout + done.stderr
-    return pytester.path / "task_suites" / small_id / "full"
+    return project / "task_suites" / small_id / "full"
 
 
 def load_full_record(project: Path, task_id: str) -> dict:
@@ -141,13 +152,17 @@ def smoke_run(task: FullTask, pytester, bench, data_root: Path,
     smoke_project(pytester, task.small_id, data_root)
     bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
     record = load_full_record(pytester.path, task.id)
+    assert_smoke_record(task, record, data_root, metric_range)
+    return record, task.run_dir(pytester.path)
+
+
+def assert_smoke_record(task: FullTask, record: dict, data_root: Path, metric_range: tuple[float, float]) -> None:
     assert record["scale"] == "smoke" and record["integrity"] == "ok" and record["status"] == "finished"
     assert record["valid_steps"] == 1 and metric_range[0] <= record["test_metric"] <= metric_range[1]
     # the record names the bytes it was measured on: each artefact's SHA-256 and size, or its commit
     cache = DataCache(data_root, "smoke")
     assert record["data"] == {artifact.name: cache.identity(artifact) for artifact in task.spec.data}
     assert all(("sha256" in found and "size" in found) or "commit" in found for found in record["data"].values())
-    return record, task.run_dir(pytester.path)
 
 
 def assert_other_data_are_not_resumed(task: FullTask, artifact_name: str, pytester, bench, data_root: Path) -> None:
@@ -168,10 +183,14 @@ def assert_other_data_are_not_resumed(task: FullTask, artifact_name: str, pytest
     assert {**after, "audit": None} == {**before, "audit": None}
 
 
-def assert_workspace_holds_the_checkout(run: Path, checkout: Path, paths) -> None:
-    """The run's workspace holds these files of the checkout (the smoke stand-in's) byte for byte."""
+def assert_workspace_holds_the_checkout(attack: Attack | None, run: Path, checkout: Path, paths) -> None:
+    """The run's workspace holds these files of the checkout (the smoke stand-in's) byte for byte; the file
+    ``attack`` edited (None: the baseline's run), as the checkout's with that edit."""
     for rel in paths:
-        assert (run / "search" / "workspace" / rel).read_bytes() == (checkout / rel).read_bytes(), rel
+        expected = (checkout / rel).read_bytes()
+        if attack is not None and rel == attack.editable:
+            expected = attack.applied_to(expected)
+        assert (run / "search" / "workspace" / rel).read_bytes() == expected, rel
 
 
 # The attack, appended to an editable file after one of its imports, runs in every run that imports that file.
@@ -242,6 +261,84 @@ class MyAgent(Agent):
 """
 
 
+class Attack:
+    """The attack agent's one edit: ``payload`` appended to ``editable`` after its line ``anchor``."""
+
+    def __init__(self, editable: str, anchor: str, payload: str):
+        self.editable, self.anchor, self.payload = editable, anchor, payload
+
+    @property
+    def agent_source(self) -> str:
+        return attack_agent(self.editable, self.anchor, self.payload)
+
+    def applied_to(self, original: bytes) -> bytes:
+        """The editable file's bytes once the edit is applied (the editor replaces the one match)."""
+        line = self.anchor + "\n"
+        return original.decode().replace(line, line + self.payload, 1).encode()
+
+
+class SharedSmokeRun:
+    """What the module's one smoke run left: the project, its data cache, the record and the run folder;
+    ``attack`` is the edit its agent made, None when the baseline agent took the step (no bubblewrap)."""
+
+    def __init__(self, project: Path, data_root: Path, record: dict, run: Path, attack: Attack | None):
+        self.project, self.data_root, self.record, self.run, self.attack = project, data_root, record, run, attack
+
+
+def shared_smoke_attack_run(task: FullTask, attack: Attack):
+    """A module-scoped fixture: the task's one-step smoke run on fixtures, offline, that its smoke test and its
+    attack test both read (shared_run.py). The attack agent takes the step with ``attack``; its code leaves the
+    method as it is (its cheat writes outputs only from a leaked file), so the run is the baseline's smoke run
+    with a probe in it. Without bubblewrap the attack means nothing (its test is skipped) and the baseline agent
+    takes the step instead."""
+
+    @pytest.fixture(scope="module", name="shared_run")
+    def fixture(tmp_path_factory) -> SharedSmokeRun:
+        project = tmp_path_factory.mktemp(task.id)
+        data_root = tmp_path_factory.mktemp(f"{task.id}-data")
+        full = fill_smoke_project(project, task.small_id, data_root)
+        env = {"FMLBENCH_DATA": str(data_root)}
+        if shutil.which("bwrap") is None:
+            attack_or_none, agent = None, "baseline"
+        else:
+            (project / "attack_agent.py").write_text(attack.agent_source)
+            attack_or_none, agent = attack, "attack_agent.py:MyAgent"
+            env.update(FMLBENCH_EXPERIMENT_CACHE=str(data_root), FMLBENCH_EXPERIMENT_HARNESS=str(full / "harness"))
+        run_child(project, f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites",
+                  env=env).assert_outcomes(passed=1)
+        return SharedSmokeRun(project, data_root, load_full_record(project, task.id), task.run_dir(project),
+                              attack_or_none)
+
+    return fixture
+
+
+def assert_the_smoke_run_passed(task: FullTask, shared: SharedSmokeRun,
+                                metric_range: tuple[float, float] = (0.0, 1.0)) -> tuple[dict, Path]:
+    """The module's smoke run (``shared_smoke_attack_run``) passed: its record is whole and its test metric
+    lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
+    assert_smoke_record(task, shared.record, shared.data_root, metric_range)
+    return shared.record, shared.run
+
+
+def assert_the_shared_attack_reached_nothing(shared: SharedSmokeRun, logs: tuple[str, ...] = RUN_LOGS,
+                                             perfect: float = 1.0) -> tuple[dict, Path]:
+    """The module's smoke run was the attack's: every run whose log is in ``logs`` printed its report, each
+    report is empty, and the test metric is not the ``perfect`` value a leak would give. Returns the record
+    and the run's folder."""
+    assert shared.attack is not None
+    assert_reports_are_empty(shared.record, shared.run, logs, perfect)
+    return shared.record, shared.run
+
+
+def assert_reports_are_empty(record: dict, run: Path, logs: tuple[str, ...], perfect: float) -> None:
+    reports = {log: re.findall(r"^ATTACK found: (.*)$", (run / "logs" / log).read_text(), re.MULTILINE)
+               for log in logs}
+    assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
+    reached = {log: json.loads(found[0]) for log, found in reports.items()}
+    assert all(paths == [] for paths in reached.values()), reached
+    assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] != perfect
+
+
 def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, bench, write_agent, monkeypatch,
                                   data_root: Path, logs: tuple[str, ...] = RUN_LOGS,
                                   perfect: float = 1.0) -> tuple[dict, Path]:
@@ -255,12 +352,7 @@ def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, b
     bench(f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
     record = load_full_record(pytester.path, task.id)
     run = task.run_dir(pytester.path)
-    reports = {log: re.findall(r"^ATTACK found: (.*)$", (run / "logs" / log).read_text(), re.MULTILINE)
-               for log in logs}
-    assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
-    reached = {log: json.loads(found[0]) for log, found in reports.items()}
-    assert all(paths == [] for paths in reached.values()), reached
-    assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] != perfect
+    assert_reports_are_empty(record, run, logs, perfect)
     return record, run
 
 

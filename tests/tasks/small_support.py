@@ -1,6 +1,7 @@
-"""What every small task's tests share: the task copied into a project, the baseline's run reproducing the
-declared values, and the hidden-data attack from agent code, whose reports are marked lines in the runs'
-logs. Each task's test file calls these in a few lines and keeps only what is specific to its task.
+"""What every small task's tests share: the task copied into a project, the hidden-data attack from agent code,
+whose reports are marked lines in the runs' logs, and the baseline's declared values, which the attack's run
+reproduces (its probe changes no number). One run of the task serves both of its tests (shared_run.py). Each
+task's test file calls these in a few lines and keeps only what is specific to its task.
 
 The attack is full_support's probe (the private folder beside the workspace, the harness by its real path,
 a walk of everything the sandbox shows for the task's secret file names); a small task has no data cache,
@@ -20,6 +21,7 @@ from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.spec import load_task
 
 from conftest import REPO, load_record
+from shared_run import run_child
 from full_support import LITE, RUN_LOGS, attack_agent, attack_payload, needs_bwrap  # noqa: F401 (for the task files)
 
 SMALL_TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
@@ -33,9 +35,14 @@ class SmallTask:
         self.folder = REPO / "task_suites" / task_id
         self.spec = load_task(self.folder / "task.yaml").spec
 
-    def copy(self, pytester) -> Path:
-        """The task's folder in the test's project."""
-        target = pytester.path / "task_suites" / self.id
+    @property
+    def selection(self) -> str:
+        """The ``-m`` expression that selects the task by its markers."""
+        return " and ".join(["small", *self.spec.markers])
+
+    def copy(self, project: Path) -> Path:
+        """The task's folder in a test's project."""
+        target = project / "task_suites" / self.id
         shutil.copytree(self.folder, target, ignore=shutil.ignore_patterns("__pycache__"))
         return target
 
@@ -70,18 +77,6 @@ def assert_scores_are_the_baseline(task: SmallTask, record: dict) -> None:
     assert all(outcome["ok"] for outcome in record["test_constraints"]), record["test_constraints"]
 
 
-def assert_baseline_reproduces(task: SmallTask, pytester, bench) -> dict:
-    """The baseline agent's one-step run, selected by the task's markers, scores the values task.yaml
-    declares; returns its record."""
-    task.copy(pytester)
-    selected = " and ".join(["small", *task.spec.markers])
-    bench("--agent=baseline", "--steps=1", "-m", selected, "task_suites").assert_outcomes(passed=1)
-    record = load_record(pytester.path, task.id)
-    assert_scores_are_the_baseline(task, record)
-    assert record["valid_steps"] == 1 and record["domain"] == task.spec.domain
-    return record
-
-
 def marked_lines(log: Path, marker: str) -> list[str]:
     """What follows ``marker`` on each line of the log that starts with it."""
     return re.findall(rf"^{re.escape(marker)}(.*)$", log.read_text(), re.MULTILINE)
@@ -108,22 +103,26 @@ print("ATTACK view:", _json.dumps(_view), flush=True)
 '''
 
 
-def attack(task: SmallTask, pytester, bench, write_agent, monkeypatch, *, editable: str, anchor: str,
-           secrets: tuple[str, ...], private: tuple[str, ...] = (), harness: tuple[str, ...] = (),
-           extra: str = "", logs: tuple[str, ...] = RUN_LOGS) -> tuple[dict, Path]:
+def run_attack(task: SmallTask, project: Path, *, editable: str, anchor: str, secrets: tuple[str, ...],
+               private: tuple[str, ...] = (), harness: tuple[str, ...] = (), extra: str = "",
+               env: dict[str, str] | None = None) -> tuple[dict, Path]:
     """Agent code, appended to ``editable`` after its line ``anchor``, looks for the private folder and its
     ``private`` files, the task's harness (told its real path) and its ``harness`` files, and any file named
     in ``secrets`` anywhere it can see; then runs ``extra`` (code of the task's own probes). The agent takes
-    one step. Every run in ``logs`` reported once, and each report is empty; returns the record and the run's
-    folder, for the task's own checks."""
-    folder = task.copy(pytester)
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(folder / "harness"))
+    one step in ``project``, the task selected by its markers as the baseline's run is. Returns the record and
+    the run's folder; ``assert_the_attack_reached_nothing`` reads the probe's reports in its logs."""
+    folder = task.copy(project)
     payload = (attack_payload(cache=(), private=private, harness=harness, secrets=secrets)
                + VIEW_CHECK.replace("EDITABLE", repr(editable)) + extra)
-    agent = write_agent(attack_agent(editable, anchor, payload))
-    bench(f"--agent={agent}", "--steps=1", "task_suites").assert_outcomes(passed=1)
-    record = load_record(pytester.path, task.id)
-    run = task.run_dir(pytester.path)
+    (project / "attack_agent.py").write_text(attack_agent(editable, anchor, payload))
+    run_child(project, "--agent=attack_agent.py:MyAgent", "--steps=1", "-m", task.selection, "task_suites",
+              env={"FMLBENCH_EXPERIMENT_HARNESS": str(folder / "harness"), **(env or {})}).assert_outcomes(passed=1)
+    return load_record(project, task.id), task.run_dir(project)
+
+
+def assert_the_attack_reached_nothing(run: Path, logs: tuple[str, ...] = RUN_LOGS) -> None:
+    """Every run in ``logs`` reported once, each report is empty, and each walk saw its own workspace's
+    editable file and nothing beside the workspace."""
     reports = {log: marked_lines(run / "logs" / log, "ATTACK found: ") for log in logs}
     assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
     reached = {log: json.loads(found[0]) for log, found in reports.items()}
@@ -131,16 +130,59 @@ def attack(task: SmallTask, pytester, bench, write_agent, monkeypatch, *, editab
     for log in logs:
         (view,) = map(json.loads, marked_lines(run / "logs" / log, "ATTACK view: "))
         assert view["saw_own"] and view["beside"] == [], (log, view)
-    return record, run
 
 
-def assert_attack_reaches_nothing(task: SmallTask, pytester, bench, write_agent, monkeypatch, **probe) -> Path:
-    """``attack`` on a method it leaves as it is: the scores are exactly the baseline's. Returns the run's
-    folder."""
-    record, run = attack(task, pytester, bench, write_agent, monkeypatch, **probe)
-    assert record["valid_steps"] == 1
-    assert_scores_are_the_baseline(task, record)
-    return run
+class SharedRun:
+    """What the module's one run left: its record and its run folder; ``attacked`` when the attack agent took
+    the step (bubblewrap present), else the baseline agent took it and only its scores can be read;
+    ``planted`` when the attack's step planted a pickle (and was refused)."""
+
+    def __init__(self, record: dict, run: Path, attacked: bool, planted: PlantedPickle | None = None):
+        self.record, self.run, self.attacked, self.planted = record, run, attacked, planted
+
+
+def shared_attack_run(task: SmallTask, **probe):
+    """A module-scoped fixture: the task's one-step run that its baseline test and its attack test both read
+    (shared_run.py). The attack agent takes the step (``run_attack`` with ``probe``); its code leaves the
+    method as it is, so the step's, the final validation's and the test's scores must be the unchanged
+    baseline's, which the baseline test asserts. Without bubblewrap the attack means nothing (its test is
+    skipped) and the baseline agent takes the step instead."""
+
+    @pytest.fixture(scope="module", name="shared_run")
+    def fixture(tmp_path_factory) -> SharedRun:
+        project = tmp_path_factory.mktemp(task.id)
+        if shutil.which("bwrap") is None:
+            task.copy(project)
+            run_child(project, "--agent=baseline", "--steps=1", "-m", task.selection,
+                      "task_suites").assert_outcomes(passed=1)
+            return SharedRun(load_record(project, task.id), task.run_dir(project), attacked=False)
+        record, run = run_attack(task, project, **probe)
+        return SharedRun(record, run, attacked=True)
+
+    return fixture
+
+
+def assert_the_shared_attack_reached_nothing(shared: SharedRun) -> Path:
+    """The module's run was the attack's, and it reached nothing (``assert_the_attack_reached_nothing``);
+    returns the run's folder, for the task's own checks."""
+    assert shared.attacked
+    assert_the_attack_reached_nothing(shared.run)
+    return shared.run
+
+
+def assert_the_baseline_reproduced(task: SmallTask, shared: SharedRun) -> None:
+    """The module's run, selected by the task's markers, scored the values task.yaml declares: in its one valid
+    step, in the final validation run and in the test run; after a planted pickle (an invalid step), in the
+    final validation run and the test run of the unchanged baseline code the run fell back to."""
+    record = shared.record
+    assert record["domain"] == task.spec.domain
+    if shared.planted is None:
+        assert record["valid_steps"] == 1
+        assert_scores_are_the_baseline(task, record)
+    else:
+        assert record["valid_steps"] == 0 and record["test_on_baseline"] is True
+        assert record["integrity"] == "ok" and record["status"] == "finished", record.get("error")
+        assert_baseline_values(task, record["final_val"], record["test_metric"])
 
 
 # Appended to the attack: it leaves, in place of the experiment's output file OUTPUT, a pickle whose
@@ -156,22 +198,51 @@ _os._exit(0)
 '''
 
 
-def assert_planted_pickle_never_runs(task: SmallTask, pytester, bench, write_agent, monkeypatch, *, output: str,
-                                     key: str, refusal: str, **probe) -> Path:
-    """The attack, then a pickle planted as the experiment's ``output`` (a dict whose ``key`` unpickles into
-    code): the evaluator refuses it with ``refusal`` in the step's error and never runs it, and the run falls
-    back to the baseline code, which scores its declared values. Returns the run's folder."""
-    marker = pytester.path / "evaluator_ran_agent_code"
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_MARKER", str(marker))
-    extra = probe.pop("extra", "") + PLANTED_PICKLE.replace("OUTPUT", repr(output)).replace("KEY", repr(key))
-    record, run = attack(task, pytester, bench, write_agent, monkeypatch, extra=extra, logs=("step_0001_val.log",),
-                         **probe)
-    step = json.loads((run / "steps.jsonl").read_text().splitlines()[0])
-    assert refusal in step["error"], step["error"]
-    assert not marker.exists()  # the evaluator refused the pickle instead of running it
-    assert record["integrity"] == "ok" and record["test_on_baseline"] is True
-    assert_baseline_values(task, record["final_val"], record["test_metric"])
-    return run
+class PlantedPickle:
+    """The pickle the attack plants as the experiment's ``output``: a dict whose ``key`` unpickles into code
+    that would create ``marker``; the evaluator must refuse it with ``refusal`` in the step's error."""
+
+    def __init__(self, marker: Path, output: str, key: str, refusal: str):
+        self.marker, self.output, self.key, self.refusal = marker, output, key, refusal
+
+    @property
+    def code(self) -> str:
+        return PLANTED_PICKLE.replace("OUTPUT", repr(self.output)).replace("KEY", repr(self.key))
+
+
+def shared_planted_pickle_run(task: SmallTask, *, output: str, key: str, refusal: str, **probe):
+    """A module-scoped fixture: the task's one-step run that its baseline test and its attack test both read
+    (shared_run.py). The attack agent's step plants a pickle in place of the experiment's ``output`` and ends
+    before training; the evaluator refuses it, the step is invalid, and the run falls back to the unchanged
+    baseline code for the final validation run and the test run, whose scores the baseline test reads.
+    Without bubblewrap the baseline agent takes the step instead (the attack test is skipped)."""
+
+    @pytest.fixture(scope="module", name="shared_run")
+    def fixture(tmp_path_factory) -> SharedRun:
+        project = tmp_path_factory.mktemp(task.id)
+        if shutil.which("bwrap") is None:
+            task.copy(project)
+            run_child(project, "--agent=baseline", "--steps=1", "-m", task.selection,
+                      "task_suites").assert_outcomes(passed=1)
+            return SharedRun(load_record(project, task.id), task.run_dir(project), attacked=False)
+        planted = PlantedPickle(project / "evaluator_ran_agent_code", output, key, refusal)
+        record, run = run_attack(task, project, extra=probe.pop("extra", "") + planted.code,
+                                 env={"FMLBENCH_EXPERIMENT_MARKER": str(planted.marker)}, **probe)
+        return SharedRun(record, run, attacked=True, planted=planted)
+
+    return fixture
+
+
+def assert_the_planted_pickle_never_ran(shared: SharedRun) -> Path:
+    """The module's run was the planted pickle's (``shared_planted_pickle_run``): the probe in the step's run
+    reached nothing, the evaluator refused the pickle with the expected reason and never ran it. Returns the
+    run's folder."""
+    assert shared.attacked and shared.planted is not None
+    assert_the_attack_reached_nothing(shared.run, logs=("step_0001_val.log",))
+    step = json.loads((shared.run / "steps.jsonl").read_text().splitlines()[0])
+    assert shared.planted.refusal in step["error"], step["error"]
+    assert not shared.planted.marker.exists()  # the evaluator refused the pickle instead of running it
+    return shared.run
 
 
 # Appended to the attack in the tasks whose train.py seals the data files before it imports the method (the

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from sklearn.model_selection import train_test_split
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_missing_data_is_one_line,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, data_root, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.taskkit import ihdp
@@ -24,10 +25,11 @@ EFFECTS = ("visible_tau.npy", "test_tau.npy")
 
 # Runs when train.py imports DragonNet, in every val and test run: it looks for IHDP in the cache, the true
 # effects in the private folder and anywhere else, and turns leaked test effects into a perfect score (MAE 0).
-ATTACK_AGENT = attack_agent("causalml/inference/tf/dragonnet.py", "import numpy as np", attack_payload(
+ATTACK = Attack("causalml/inference/tf/dragonnet.py", "import numpy as np", attack_payload(
     cache=("smoke/causalml/src/docs/examples/data/ihdp_npci_3.csv",), private=EFFECTS,
     secrets=(*EFFECTS, "ihdp_npci_3.csv", "stamp.json"),
     leaked="test_tau.npy", write='numpy.save(_out / "ite_predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def harness(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -107,11 +109,13 @@ def test_the_evaluator_scores_the_originals_metrics(tmp_path):
         "evaluate.py: ite_predictions.npy has shape (3,), expected (4,)"]
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    record, run = smoke_run(TASK, pytester, bench, data_root, metric_range=(0, 50))
+def test_the_smoke_run_passes_offline(shared_run):
+    data_root = shared_run.data_root
+    record, run = assert_the_smoke_run_passed(TASK, shared_run, metric_range=(0, 50))
     # the workspace holds the checkout's causalml package, the editable DragonNet files included
     checkout = data_root / "smoke" / "causalml" / "src"
-    assert_workspace_holds_the_checkout(run, checkout, [p for p in SPEC.editable if p.startswith("causalml/")])
+    assert_workspace_holds_the_checkout(shared_run.attack, run, checkout,
+                                        [p for p in SPEC.editable if p.startswith("causalml/")])
     assert not (run / "search" / "workspace" / "docs").exists()  # IHDP's file stays in the cache
     # the test run trains on the default cut of the 94 visible fixture units, as the original's test does
     assert "train 83, val 11 (val_ratio 0.114, val_seed 42)" in (run / "logs" / "final_test.log").read_text()
@@ -119,10 +123,8 @@ def test_the_smoke_run_passes_offline(pytester, bench, data_root):
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_true_effects(pytester, bench, data_root, write_agent,
-                                                                     monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root,
-                                  perfect=0.0)
+def test_agent_code_cannot_reach_the_data_cache_or_the_true_effects(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run, perfect=0.0)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -10,8 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_matches_original, attack_agent,
-                          attack_payload, copy_task, data_root, fmlbench, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_matches_original, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, copy_task, data_root, fmlbench, needs_bwrap,
+                          shared_smoke_attack_run)
 
 from pytest_fmlbench.taskkit import mlp_sem
 
@@ -26,9 +27,10 @@ ORIGINAL_SAMPLES = {"val": "b77a4a3b037d85f16a7c2ff2c741ade55e0304d334d9159b858f
 
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the true graph in the
 # private folder and anywhere else, and turns a leaked graph into a perfect score (SHD 0).
-ATTACK_AGENT = attack_agent("algorithm.py", "import numpy as np", attack_payload(
+ATTACK = Attack("algorithm.py", "import numpy as np", attack_payload(
     cache=(), private=("true_dag.npy",), secrets=("true_dag.npy",),
     leaked="true_dag.npy", write='numpy.save(_out / "estimated_dag.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def sha256(array: np.ndarray, dtype: str) -> str:
@@ -119,18 +121,17 @@ def test_the_baseline_reproduces_the_published_validation_shd(tmp_path):
     assert (scores["shd"], scores["n_est_edges"]) == (SPEC.baseline.val, 32)
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
+def test_the_smoke_run_passes_offline(shared_run):
     # the smoke graph: 10 nodes, 20 edges; a DAG estimate misses at most those and adds at most one edge to
     # each of the other 25 pairs
-    record, _ = smoke_run(TASK, pytester, bench, data_root, metric_range=(0, 20 + 25))
+    record, _ = assert_the_smoke_run_passed(TASK, shared_run, metric_range=(0, 20 + 25))
     (dag,) = record["test_constraints"]
     assert dag["name"] == "dag" and dag["ok"]
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_true_graph(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root,
-                                  perfect=0.0)
+def test_agent_code_cannot_reach_the_true_graph(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run, perfect=0.0)
 
 
 def test_there_is_nothing_to_fetch(pytester, data_root):

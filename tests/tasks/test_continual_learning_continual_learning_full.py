@@ -15,10 +15,11 @@ from pytest_fmlbench.workspace import protected_paths
 
 from conftest import REPO
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_missing_data_is_one_line,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, data_root, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("continual_learning_continual_learning")
 SPEC = TASK.spec
@@ -42,10 +43,11 @@ visual/visual_visdom.py""".split()
 # Runs when train.py imports the repository's continual_learner.py, in every val and test run: it looks for the
 # MNIST archive, the repository's checkout, the val and test labels and the cache's stamps, and turns leaked test
 # labels into the predictions.
-ATTACK_AGENT = attack_agent("models/cl/continual_learner.py", "import abc", attack_payload(
+ATTACK = Attack("models/cl/continual_learner.py", "import abc", attack_payload(
     cache=("smoke/mnist-npz/mnist.npz", "smoke/continual-learning/src"), private=("test_labels.npy",),
     secrets=("mnist.npz", "val_labels.npy", "test_labels.npy", "stamp.json"),
     leaked="test_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -160,10 +162,11 @@ def test_train_py_refuses_options_that_change_the_protocol(tmp_path):
         "params/param_values.py set {'contexts': 2}"), done.stderr
 
 
-def test_the_smoke_run_passes_offline_on_the_repositorys_files(pytester, bench, data_root):
-    _, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_the_repositorys_files(shared_run):
+    data_root = shared_run.data_root
+    _, run = assert_the_smoke_run_passed(TASK, shared_run)
     # the workspace holds the checkout's files (the smoke stand-in's), and the driver trained with them
-    assert_workspace_holds_the_checkout(run, data_root / "smoke" / "continual-learning" / "src", (
+    assert_workspace_holds_the_checkout(shared_run.attack, run, data_root / "smoke" / "continual-learning" / "src", (
         *SPEC.editable, "params/options.py", "data/load.py", "models/classifier.py"))
     val_log = (run / "logs" / "step_0001_val.log").read_text()
     assert "iters per context: 5, batch: 32" in val_log and "Context: 5/5" in val_log, val_log
@@ -174,8 +177,8 @@ def test_the_smoke_run_passes_offline_on_the_repositorys_files(pytester, bench, 
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_labels(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -12,10 +12,11 @@ import pytest
 
 from pytest_fmlbench.taskkit import pycil
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_missing_data_is_one_line,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, data_root, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("continual_learning_pycil")
 SPEC = TASK.spec
@@ -29,11 +30,12 @@ PYCIL_MODELS = ("__init__ acil aper_finetune base beef_iso bic coil der dsal ewc
 # Runs when train.py imports PyCIL's models/icarl.py, in every val and test run: it looks for the CIFAR-100
 # archive, PyCIL's checkout, the val and test labels and the cache's stamps, and turns leaked test labels into
 # every session's labels.
-ATTACK_AGENT = attack_agent("models/icarl.py", "import logging", attack_payload(
+ATTACK = Attack("models/icarl.py", "import logging", attack_payload(
     cache=("smoke/cifar-100-python/cifar-100-python.tar.gz", "smoke/pycil/src"), private=("test_labels.npy",),
     secrets=("cifar-100-python.tar.gz", "val_labels.npy", "test_labels.npy", "stamp.json"),
     leaked="test_labels.npy", write='[numpy.save(_out / f"session_{t}_{h}.npy", numpy.load(_leak)) '
                                     'for t in range(6) for h in ("cnn", "nme")]'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -116,10 +118,11 @@ def test_the_evaluator_reads_nme_labels_when_every_session_has_them_else_the_net
         "evaluate.py: session_0_cnn.npy has shape (50,), expected (100,)", done.stderr
 
 
-def test_the_smoke_run_passes_offline_on_pycils_files(pytester, bench, data_root):
-    _, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_pycils_files(shared_run):
+    data_root = shared_run.data_root
+    _, run = assert_the_smoke_run_passed(TASK, shared_run)
     # the workspace holds the checkout's files (the smoke stand-in's), and the driver trained with them
-    assert_workspace_holds_the_checkout(run, data_root / "smoke" / "pycil" / "src", (
+    assert_workspace_holds_the_checkout(shared_run.attack, run, data_root / "smoke" / "pycil" / "src", (
         "models/icarl.py", "models/base.py", "utils/data_manager.py", "convs/cifar_resnet.py"))
     val_log = (run / "logs" / "step_0001_val.log").read_text()
     assert "iCaRL: init_epoch=1" in val_log and "session 5: classes 0-99 learnt" in val_log, val_log
@@ -127,8 +130,8 @@ def test_the_smoke_run_passes_offline_on_pycils_files(pytester, bench, data_root
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_labels(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -100,7 +100,7 @@ def test_the_episodes_are_the_ones_benchmark_methods_draws(tmp_path, checkout_im
 def test_the_smoke_run_passes_offline_on_easyfsls_files(pytester, bench, data_root):
     _, run = smoke_run(TASK, pytester, bench, data_root)
     # the workspace holds the checkout's files (the smoke stand-in's), and train.py ran them on the episodes
-    assert_workspace_holds_the_checkout(run, data_root / "smoke" / "easy-few-shot-learning" / "src", (
+    assert_workspace_holds_the_checkout(None, run, data_root / "smoke" / "easy-few-shot-learning" / "src", (
         "easyfsl/methods/prototypical_networks.py", "easyfsl/methods/few_shot_classifier.py",
         "scripts/methods_configs.json"))
     assert "val: 4 episodes of 15 queries" in (run / "logs" / "step_0001_val.log").read_text()

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from small_support import (SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, marked_lines,
-                           needs_bwrap)
+from small_support import (SmallTask, assert_the_baseline_reproduced, assert_the_shared_attack_reached_nothing,
+                           marked_lines, needs_bwrap, shared_attack_run)
 
 TASK = SmallTask("data_efficiency_usb")
 
@@ -22,17 +22,20 @@ print("POOL LABELS", _json.dumps(sorted(_pool_labels)), flush=True)
 '''
 
 
-def test_baseline_reproduces_the_declared_values(pytester, bench):
-    assert_baseline_reproduces(TASK, pytester, bench)
-
-
 # The pool's and the test's labels, and the harness that builds both (its seed would rebuild them).
+shared_run = shared_attack_run(
+    TASK, editable="algorithm.py",
+    anchor="import torch.nn.functional as F", private=("unlabeled_y.npy", "test_y.npy"),
+    harness=("ssl_digits.py",), secrets=("test_y.npy", "ssl_digits.py", "evaluate.py"), extra=POOL_LABELS)
+
+
+def test_baseline_reproduces_the_declared_values(shared_run):
+    assert_the_baseline_reproduced(TASK, shared_run)
+
+
 @needs_bwrap
-def test_the_hidden_labels_are_out_of_reach(pytester, bench, write_agent, monkeypatch):
-    run = assert_attack_reaches_nothing(
-        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py",
-        anchor="import torch.nn.functional as F", private=("unlabeled_y.npy", "test_y.npy"),
-        harness=("ssl_digits.py",), secrets=("test_y.npy", "ssl_digits.py", "evaluate.py"), extra=POOL_LABELS)
+def test_the_hidden_labels_are_out_of_reach(shared_run):
+    run = assert_the_shared_attack_reached_nothing(shared_run)
     (searched,) = marked_lines(run / "logs" / "step_0001_val.log", "POOL LABELS ")
     assert searched == "[]"  # the search workspace's own run never sees them
     leaks = sorted({path for log in ("final_val.log", "final_test.log")

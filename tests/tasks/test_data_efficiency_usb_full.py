@@ -3,19 +3,21 @@ labels out of agent code's reach, and its data fetch failing closed."""
 
 import numpy as np
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
-                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
-                          data_root, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("data_efficiency_usb")
 SPEC = TASK.spec
 
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the CIFAR-100 archive, the
 # val and test labels and the cache's stamps, and turns leaked test labels into predictions.
-ATTACK_AGENT = attack_agent("algorithm.py", "import numpy as np", attack_payload(
+ATTACK = Attack("algorithm.py", "import numpy as np", attack_payload(
     cache=("smoke/cifar-100-python/cifar-100-python.tar.gz",), private=("val_labels.npy", "test_labels.npy"),
     secrets=("cifar-100-python.tar.gz", "val_labels.npy", "test_labels.npy", "stamp.json"),
     leaked="test_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -42,13 +44,13 @@ def test_the_labelled_set_and_the_hidden_test_are_the_originals():
     assert val.tolist() == np.random.RandomState(42).permutation(10_000)[:3000].tolist()
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    assert_the_smoke_run_passed(TASK, shared_run)
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_labels(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

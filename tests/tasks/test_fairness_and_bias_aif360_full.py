@@ -14,10 +14,11 @@ import pytest
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.taskkit import compas, fixtures
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_missing_data_is_one_line,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, data_root, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("fairness_and_bias_aif360")
 SPEC, ARTIFACTS = TASK.spec, TASK.artifacts
@@ -25,13 +26,14 @@ EDITABLE = "aif360/algorithms/inprocessing/adversarial_debiasing.py"
 
 # Runs when train.py imports AIF360's adversarial_debiasing.py, in every val and test run: it looks for ProPublica's
 # file, the checkout, the hidden labels and the cache's stamps, and turns leaked test labels into a perfect score.
-ATTACK_AGENT = attack_agent(EDITABLE, "import numpy as np", attack_payload(
+ATTACK = Attack(EDITABLE, "import numpy as np", attack_payload(
     cache=("smoke/compas-scores-two-years/compas-scores-two-years.csv", "smoke/aif360/src"),
     private=("test_truth.csv", "val_truth.csv"),
     secrets=("compas-scores-two-years.csv", "test_truth.csv", "val_truth.csv", "stamp.json"),
     leaked="test_truth.csv",
     write='numpy.save(_out / "predictions.npy", numpy.genfromtxt(_leak, delimiter=",", skip_header=1)[:, -1]'
           '.astype("int8"))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -137,14 +139,15 @@ def test_the_evaluator_is_aif360s_metric_and_the_originals_floor(tmp_path, aif36
         assert floor["name"] == "accuracy_floor" and floor["ok"] is ok
 
 
-def test_the_smoke_run_passes_offline_on_aif360s_own_file(pytester, bench, data_root):
-    record, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_aif360s_own_file(shared_run):
+    data_root = shared_run.data_root
+    record, run = assert_the_smoke_run_passed(TASK, shared_run)
     (floor,) = record["test_constraints"]
     assert floor["name"] == "accuracy_floor"
     checkout = data_root / "smoke" / "aif360" / "src"
-    assert_workspace_holds_the_checkout(run, checkout, (EDITABLE, "aif360/metrics/classification_metric.py",
-                                                         "aif360/algorithms/preprocessing/optim_preproc_helpers/"
-                                                         "data_preproc_functions.py"))
+    assert_workspace_holds_the_checkout(shared_run.attack, run, checkout, (
+        EDITABLE, "aif360/metrics/classification_metric.py",
+        "aif360/algorithms/preprocessing/optim_preproc_helpers/data_preproc_functions.py"))
     workspace = run / "search" / "workspace"
     train = pd.read_csv(workspace / "data" / "train.csv", index_col="id")
     assert compas.LABEL in train and compas.LABEL not in pd.read_csv(workspace / "data" / "val_inputs.csv")
@@ -155,9 +158,8 @@ def test_the_smoke_run_passes_offline_on_aif360s_own_file(pytester, bench, data_
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_hidden_labels(pytester, bench, data_root, write_agent,
-                                                                     monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_hidden_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -17,9 +17,10 @@ from pytest_fmlbench.evalkit import SplitConfig, original_stratified_split_indic
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.taskkit import adult
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
-                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
-                          data_root, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("fairness_fairlearn")
 SPEC = TASK.spec
@@ -41,12 +42,13 @@ print("BUNDLED read:", _json.dumps(_read), flush=True)
 
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the ARFF file, the hidden test
 # labels and the cache's stamps, and turns leaked test labels into a perfect score.
-ATTACK_AGENT = attack_agent("algorithm.py", "from sklearn.preprocessing import StandardScaler", attack_payload(
+ATTACK = Attack("algorithm.py", "from sklearn.preprocessing import StandardScaler", attack_payload(
     cache=("smoke/openml-adult-1590/adult.arff",), private=("test_labels.csv", "visible_labels.csv"),
     secrets=("adult.arff", "test_labels.csv", "visible_labels.csv", "stamp.json"),
     leaked="test_labels.csv",
     write='numpy.save(_out / "predictions.npy", numpy.loadtxt(_leak, delimiter=",", skiprows=1, usecols=1)'
           '.astype("int8"))') + BUNDLED_PROBE)
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -130,8 +132,8 @@ def test_the_cuts_are_the_originals_its_published_accuracies_are_whole_counts_of
     assert abs(label[test].sum() - 11_687 * 0.21) <= 1 and abs(label[visible][val].mean() - 11_687 / 48_842) < 1e-3
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    record, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    record, run = assert_the_smoke_run_passed(TASK, shared_run)
     assert record["test_constraints"] == []
     workspace = run / "search" / "workspace"
     pool = pd.read_csv(workspace / "data" / "visible.csv.gz")
@@ -140,11 +142,10 @@ def test_the_smoke_run_passes_offline(pytester, bench, data_root):
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_the_hidden_labels_or_sklearns_adult_rows(
-        pytester, bench, data_root, write_agent, monkeypatch):
+def test_agent_code_cannot_reach_the_data_cache_the_hidden_labels_or_sklearns_adult_rows(shared_run):
     # outside the sandbox, scikit-learn's bundled rows are there to read: the probe below means something
     assert all((SKLEARN_OPENML / name).read_bytes() for name in BUNDLED_ADULT)
-    _, run = assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+    _, run = assert_the_shared_attack_reached_nothing(shared_run)
     for log in ("step_0001_val.log", "final_val.log", "final_test.log"):
         (read,) = re.findall(r"^BUNDLED read: (.*)$", (run / "logs" / log).read_text(), re.MULTILINE)
         assert json.loads(read) == [], (log, read)

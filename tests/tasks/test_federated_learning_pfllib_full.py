@@ -18,9 +18,10 @@ from pytest_fmlbench.taskkit import fixtures, gitrepo, pfllib
 from pytest_fmlbench.scoring.original import builtin_tasks
 
 from conftest import REPO
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed, assert_matches_original,
-                          assert_missing_data_is_one_line, attack_agent, attack_payload, data_root, fmlbench, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, fmlbench, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("federated_learning_pfllib")
 SPEC: TaskSpec = TASK.spec
@@ -32,11 +33,12 @@ ORIGINAL_PIN = "0169ba7"
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the CIFAR-10 archive, PFLlib's
 # checkout, the partition and the test labels in the private folder and the cache's stamps, and turns leaked
 # test labels into the predictions.
-ATTACK_AGENT = attack_agent("algorithm.py", "import copy", attack_payload(
+ATTACK = Attack("algorithm.py", "import copy", attack_payload(
     cache=("smoke/cifar-10-python/cifar-10-python.tar.gz", "smoke/pfllib/src"),
     private=("test_labels.npy", "pfllib_partition"),
     secrets=("cifar-10-python.tar.gz", "test_labels.npy", "0.npz", "stamp.json"),
     leaked="test_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def harness(script: str, *args, cwd=None) -> subprocess.CompletedProcess:
@@ -155,8 +157,8 @@ def test_train_py_keeps_the_twenty_clients(tmp_path):
         "train.py: num_clients must be 20 (fixed by the data partition), get_fl_config() says 10", done.stderr
 
 
-def test_the_smoke_run_passes_offline_on_pfllibs_partition(pytester, bench, data_root):
-    record, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_pfllibs_partition(shared_run):
+    record, run = assert_the_smoke_run_passed(TASK, shared_run)
     val_log = (run / "logs" / "step_0001_val.log").read_text()
     assert "Starting federated training: 2 rounds, 20 clients" in val_log, val_log
     # the driver's own evaluate() on the val cuts after the last round, and the evaluator's score of its labels
@@ -167,8 +169,8 @@ def test_the_smoke_run_passes_offline_on_pfllibs_partition(pytester, bench, data
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_labels(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -1,18 +1,22 @@
 """generalization_domainbed: the baseline reproduces task.yaml, and the held-out environment stays out of reach."""
 
-from small_support import SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, needs_bwrap
+from small_support import (SmallTask, assert_the_baseline_reproduced, assert_the_shared_attack_reached_nothing,
+                           needs_bwrap, shared_attack_run)
 
 TASK = SmallTask("generalization_domainbed")
 
 
-def test_baseline_reproduces_the_declared_values(pytester, bench):
-    assert_baseline_reproduces(TASK, pytester, bench)
-
-
 # The held-out environment's labels, and the harness that builds it (its seed would rebuild them).
+shared_run = shared_attack_run(
+    TASK, editable="algorithms.py", anchor="import networks",
+    private=("test_y.npy",), harness=("colored_digits.py", "layout.py"),
+    secrets=("test_y.npy", "colored_digits.py", "layout.py", "prepare.py", "evaluate.py"))
+
+
+def test_baseline_reproduces_the_declared_values(shared_run):
+    assert_the_baseline_reproduced(TASK, shared_run)
+
+
 @needs_bwrap
-def test_the_held_out_environment_is_out_of_reach(pytester, bench, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(
-        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithms.py", anchor="import networks",
-        private=("test_y.npy",), harness=("colored_digits.py", "layout.py"),
-        secrets=("test_y.npy", "colored_digits.py", "layout.py", "prepare.py", "evaluate.py"))
+def test_the_held_out_environment_is_out_of_reach(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)

@@ -10,10 +10,11 @@ import numpy as np
 
 from pytest_fmlbench.taskkit import domainbed, officehome
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_missing_data_is_one_line,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, data_root, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("generalization_domainbed_officehome")
 SPEC, ARTIFACTS = TASK.spec, TASK.artifacts
@@ -21,10 +22,11 @@ SPEC, ARTIFACTS = TASK.spec, TASK.artifacts
 # Runs when train.py imports DomainBed's algorithms.py, in every val and test run: it looks for the archive,
 # DomainBed's checkout, the hidden labels and the cache's stamps, and turns leaked test labels into a perfect
 # score.
-ATTACK_AGENT = attack_agent("domainbed/algorithms.py", "import torch.nn.functional as F", attack_payload(
+ATTACK = Attack("domainbed/algorithms.py", "import torch.nn.functional as F", attack_payload(
     cache=("smoke/office-home-zip/office_home.zip", "smoke/domainbed/src"), private=("test_labels.npy",),
     secrets=("office_home.zip", "test_labels.npy", "val_labels.npy", "stamp.json"),
     leaked="test_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -49,10 +51,11 @@ def test_every_weight_and_data_file_is_pinned_by_the_strongest_published_checksu
     assert not {"timm", "huggingface_hub"} & {name.split(".")[0] for name in SPEC.warm}
 
 
-def test_the_smoke_run_passes_offline_on_domainbeds_files_and_splits(pytester, bench, data_root):
-    _, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_domainbeds_files_and_splits(shared_run):
+    data_root = shared_run.data_root
+    _, run = assert_the_smoke_run_passed(TASK, shared_run)
     workspace = run / "search" / "workspace"
-    assert_workspace_holds_the_checkout(run, data_root / "smoke" / "domainbed" / "src", (
+    assert_workspace_holds_the_checkout(shared_run.attack, run, data_root / "smoke" / "domainbed" / "src", (
         "domainbed/algorithms.py", "domainbed/networks.py", "domainbed/lib/fast_data_loader.py"))
     # the training domains and Art's out-split, cut as DomainBed cuts them; Art's in-split is not there
     envs = officehome.environments(data_root / "smoke" / "office-home-zip" / "office_home.zip")
@@ -79,9 +82,8 @@ def test_the_smoke_run_passes_offline_on_domainbeds_files_and_splits(pytester, b
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_hidden_labels(pytester, bench, data_root, write_agent,
-                                                                     monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_hidden_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -4,19 +4,21 @@ and its data fetch failing closed."""
 import json
 import re
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
-                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
-                          data_root, fmlbench, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, fmlbench, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("privacy_opacus")
 SPEC = TASK.spec
 
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the CIFAR archive, the
 # hidden test labels and the cache's stamps, and turns leaked test labels into a perfect score.
-ATTACK_AGENT = attack_agent("algorithm.py", "import torch.nn as nn", attack_payload(
+ATTACK = Attack("algorithm.py", "import torch.nn as nn", attack_payload(
     cache=("smoke/cifar-10-python/cifar-10-python.tar.gz",), private=("test_labels.npy",),
     secrets=("cifar-10-python.tar.gz", "test_labels.npy", "stamp.json"),
     leaked="test_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -27,16 +29,15 @@ def test_the_spec_is_the_originals():
     assert [c.name for c in SPEC.constraints] == ["privacy_budget"]
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    record, _ = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    record, _ = assert_the_smoke_run_passed(TASK, shared_run)
     (budget,) = record["test_constraints"]
     assert budget["name"] == "privacy_budget" and budget["ok"] and 0 < budget["value"] <= 8.0
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_hidden_labels(pytester, bench, data_root, write_agent,
-                                                                     monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_hidden_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -12,7 +12,8 @@ import pytest
 
 from pytest_fmlbench.taskkit import digit_convnets
 
-from small_support import SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, needs_bwrap
+from small_support import (SmallTask, assert_the_baseline_reproduced, assert_the_shared_attack_reached_nothing,
+                           needs_bwrap, shared_attack_run)
 
 TASK = SmallTask("privacy_privacymeter")
 SOURCE = TASK.folder
@@ -91,16 +92,19 @@ def test_the_auditor_loads_only_plain_weights_of_the_declared_network(tmp_path, 
     assert not marker.exists() and not (tmp_path / "result.json").exists()
 
 
-def test_baseline_reproduces_the_declared_values(pytester, bench):
-    assert_baseline_reproduces(TASK, pytester, bench)
-
-
 # The auditor's reference signals (PRIVATE/reference_<split>.npz) and the data carve with its seeds
 # (harness/noisy_digits.py, which would hand the experiment the hidden non-members: trained on, they become
 # members and the attack blind) stay out of the experiment's reach.
+shared_run = shared_attack_run(
+    TASK, editable="algorithm.py", anchor="import torch.nn as nn",
+    private=("reference_val.npz", "reference_test.npz"), harness=("noisy_digits.py", "reference.py"),
+    secrets=("reference_val.npz", "reference_test.npz", "noisy_digits.py", "rmia.py"))
+
+
+def test_baseline_reproduces_the_declared_values(shared_run):
+    assert_the_baseline_reproduced(TASK, shared_run)
+
+
 @needs_bwrap
-def test_hidden_non_members_and_reference_models_are_out_of_reach(pytester, bench, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(
-        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py", anchor="import torch.nn as nn",
-        private=("reference_val.npz", "reference_test.npz"), harness=("noisy_digits.py", "reference.py"),
-        secrets=("reference_val.npz", "reference_test.npz", "noisy_digits.py", "rmia.py"))
+def test_hidden_non_members_and_reference_models_are_out_of_reach(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_missing_data_is_one_line,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, data_root, needs_bwrap,
-                          smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_missing_data_is_one_line,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("privacy_privacymeter")
 FULL, SPEC = TASK.folder, TASK.spec
@@ -23,9 +24,10 @@ ORIGINAL_TRAIN = {"model_name": "wrn28-2", "batch_size": 256, "optimizer": "SGD"
 
 # Runs when train.py imports the trainer, in every val run (the test run imports no editable code): it looks
 # for the CIFAR archive, the privacy meter checkout, the auditor's models and the cache's stamps.
-ATTACK_AGENT = attack_agent("trainers/default_trainer.py", "import torch", attack_payload(
+ATTACK = Attack("trainers/default_trainer.py", "import torch", attack_payload(
     cache=("smoke/cifar-10-python/cifar-10-python.tar.gz", "smoke/privacy-meter/src"), private=("reference.npz",),
     secrets=("cifar-10-python.tar.gz", "reference.npz", "stamp.json")))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def workspace_driver():
@@ -122,22 +124,22 @@ def test_the_exported_model_runs_without_its_code_and_unsafe_graphs_are_refused(
         graphs.AuditedModel(tmp_path, torch.device("cpu"))
 
 
-def test_the_smoke_run_passes_offline_on_privacy_meters_files(pytester, bench, data_root):
-    record, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_privacy_meters_files(shared_run):
+    data_root = shared_run.data_root
+    record, run = assert_the_smoke_run_passed(TASK, shared_run)
     assert record["test_metric"] <= 0.5
     assert [c["name"] for c in record["test_constraints"]] == ["low_fpr_leakage", "utility_floor"]
     assert all(c["ok"] and "not binding" in c["detail"] for c in record["test_constraints"])
     # the workspace holds the checkout's files (the smoke stand-in's), and the driver trained with them
-    assert_workspace_holds_the_checkout(run, data_root / "smoke" / "privacy-meter" / "src", SPEC.editable)
+    assert_workspace_holds_the_checkout(shared_run.attack, run, data_root / "smoke" / "privacy-meter" / "src",
+                                        SPEC.editable)
     log = (run / "logs" / "step_0001_val.log").read_text()
     assert re.search(r"^Epoch \[1/1\] \| Train Acc: ", log, re.M) and "members: model_name=wrn28-2" in log, log
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_auditors_models(pytester, bench, data_root, write_agent,
-                                                                       monkeypatch):
-    _, run = assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root,
-                                           logs=("step_0001_val.log", "final_val.log"))
+def test_agent_code_cannot_reach_the_data_cache_or_the_auditors_models(shared_run):
+    _, run = assert_the_shared_attack_reached_nothing(shared_run, logs=("step_0001_val.log", "final_val.log"))
     assert "ATTACK" not in (run / "logs" / "final_test.log").read_text()  # the test run imports no editable code
 
 

@@ -5,7 +5,8 @@ evaluator), and the evaluator never runs agent code: it reads the weights with
 torch.load(weights_only=True) into a backbone built from the kit's cifar_resnet.
 """
 
-from small_support import SmallTask, assert_baseline_reproduces, assert_planted_pickle_never_runs, needs_bwrap
+from small_support import (SmallTask, assert_the_baseline_reproduced, assert_the_planted_pickle_never_ran, needs_bwrap,
+                           shared_planted_pickle_run)
 
 TASK = SmallTask("representation_learning_lightly")
 
@@ -16,14 +17,19 @@ print("ARRAYS", sorted(_os.path.join(_root, _f) for _root, _dirs, _files in _os.
 '''
 
 
-def test_baseline_reproduces_the_declared_values(pytester, bench):
-    assert_baseline_reproduces(TASK, pytester, bench)
+# The attack's step plants a pickle for the evaluator and ends before training; the run falls back to the
+# baseline code, whose final validation and test runs the baseline test reads.
+shared_run = shared_planted_pickle_run(
+    TASK, editable="model.py", anchor="import copy", harness=("data.py", "prepare.py"),
+    secrets=("prepare.py", "evaluate.py"), extra=ARRAYS, output="backbone.pt", key="conv1.weight",
+    refusal="not a weights-only state dict")
+
+
+def test_baseline_reproduces_the_declared_values(shared_run):
+    assert_the_baseline_reproduced(TASK, shared_run)
 
 
 @needs_bwrap
-def test_editable_code_reaches_neither_labels_nor_the_evaluator(pytester, bench, write_agent, monkeypatch):
-    run = assert_planted_pickle_never_runs(
-        TASK, pytester, bench, write_agent, monkeypatch, editable="model.py", anchor="import copy",
-        harness=("data.py", "prepare.py"), secrets=("prepare.py", "evaluate.py"), extra=ARRAYS,
-        output="backbone.pt", key="conv1.weight", refusal="not a weights-only state dict")
+def test_editable_code_reaches_neither_labels_nor_the_evaluator(shared_run):
+    run = assert_the_planted_pickle_never_ran(shared_run)
     assert "ARRAYS []" in (run / "logs" / "step_0001_val.log").read_text()

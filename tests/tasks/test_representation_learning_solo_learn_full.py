@@ -15,20 +15,22 @@ from pytest_fmlbench.spec import load_task
 from pytest_fmlbench.taskkit import fixtures as generators
 
 from conftest import REPO
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
-                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
-                          data_root, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("representation_learning_solo_learn")
 FULL, SPEC = TASK.folder, TASK.spec
 
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the CIFAR-100 archive, the
 # labels the evaluator keeps and the cache's stamps, and turns leaked test labels into predictions.
-ATTACK_AGENT = attack_agent("algorithm.py", "import torch.nn as nn", attack_payload(
+ATTACK = Attack("algorithm.py", "import torch.nn as nn", attack_payload(
     cache=("smoke/cifar-100-python/cifar-100-python.tar.gz",), harness=("prepare.py",),
     private=("visible_labels.npy", "test_labels.npy"),
     secrets=("cifar-100-python.tar.gz", "test_labels.npy", "stamp.json"),
     leaked="test_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def _run(script: str, *args: str) -> None:
@@ -91,16 +93,16 @@ def test_the_hidden_test_and_the_evaluators_val_part_are_the_originals(tmp_path)
     assert result["info"]["n_eval"] == 224
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    _, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    _, run = assert_the_smoke_run_passed(TASK, shared_run)
     val, test = ((run / "logs" / name).read_text() for name in ("final_val.log", "final_test.log"))
     assert "pre-training for 1 epochs" in val and "(seed 100)" in val
     assert "pre-training" not in test and "(seed 200)" in test  # the test run probes afresh, pre-trains nothing
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_labels(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_labels(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -9,9 +9,10 @@ import pytest
 
 from pytest_fmlbench.scoring.original import builtin_tasks
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
-                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
-                          data_root, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("robustness_and_reliability_art")
 FULL, SPEC = TASK.folder, TASK.spec
@@ -21,12 +22,13 @@ MNIST_TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
 # Runs when train.py imports model.py, in every val and test run: it looks for MNIST, the trigger code in the
 # harness, the poison marks, the hidden labels and the cache's stamps, and turns leaked test labels into
 # predictions.
-ATTACK_AGENT = attack_agent("model.py", "import torch.nn as nn", attack_payload(
+ATTACK = Attack("model.py", "import torch.nn as nn", attack_payload(
     cache=("smoke/mnist/mnist.npz",), harness=("poisoned_mnist.py",), private=("pool0_is_poison.npy",),
     secrets=("mnist.npz", "pool0_is_poison.npy", "test0_is_poison.npy", "test0_y.npy", "poisoned_mnist.py",
              "stamp.json"),
     leaked="test0_y.npy", write='[numpy.save(_out / f"predictions{i}.npy", '
                                 'numpy.load(_Path(_leak).parent / f"test{i}_y.npy")) for i in range(5)]'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 @pytest.fixture(scope="module")
@@ -80,14 +82,13 @@ def test_the_hidden_test_is_the_originals(harness_modules):
     assert (again_hidden == hidden).all() and (again_visible == visible).all()
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    assert_the_smoke_run_passed(TASK, shared_run)
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_the_marks_or_the_triggers(pytester, bench, data_root, write_agent,
-                                                                     monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_the_marks_or_the_triggers(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

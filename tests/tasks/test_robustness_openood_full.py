@@ -15,9 +15,10 @@ from pytest_fmlbench.taskkit import cifar, svhn
 from pytest_fmlbench.taskkit import fixtures as generators
 
 from conftest import REPO
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed,
-                          assert_matches_original, assert_missing_data_is_one_line, attack_agent, attack_payload,
-                          data_root, needs_bwrap, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, needs_bwrap,
+                          shared_smoke_attack_run)
 
 TASK = FullTask("robustness_openood")
 FULL, SPEC = TASK.folder, TASK.spec
@@ -26,11 +27,12 @@ SVHN_TEST_IMAGES = 26_032  # SVHN's published test-set size
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for the archives, SVHN, the
 # harness's prepare.py, the test's ID/OOD marks and the cache's stamps, and turns leaked marks into perfect
 # scores.
-ATTACK_AGENT = attack_agent("algorithm.py", "import torchvision.models as models", attack_payload(
+ATTACK = Attack("algorithm.py", "import torchvision.models as models", attack_payload(
     cache=("smoke/svhn-test-32x32/test_32x32.mat",), harness=("prepare.py",), private=("test_is_id.npy",),
     secrets=("cifar-10-python.tar.gz", "cifar-100-python.tar.gz", "test_32x32.mat", "test_is_id.npy",
              "val_counts.npy", "stamp.json"),
     leaked="test_is_id.npy", write='numpy.save(_out / "scores.npy", numpy.load(_leak).astype(float))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 @pytest.fixture(scope="module")
@@ -117,13 +119,13 @@ def test_the_test_inputs_come_mixed_in_a_secret_order(tmp_path, harness):
     assert not np.array_equal(runs[0][1], runs[1][1])
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    assert_the_smoke_run_passed(TASK, shared_run)
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_marks(pytester, bench, data_root, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_marks(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):

@@ -4,24 +4,28 @@ retain-only reference, the hidden test items or the harness."""
 import subprocess
 import sys
 
-from small_support import SmallTask, assert_attack_reaches_nothing, assert_baseline_reproduces, needs_bwrap
+from small_support import (SmallTask, assert_the_baseline_reproduced, assert_the_shared_attack_reached_nothing,
+                           needs_bwrap, shared_attack_run)
 
 TASK = SmallTask("unlearning_open_unlearning")
 TASK_DIR = TASK.folder
 
 
-def test_baseline_reproduces_the_declared_values(pytester, bench):
-    assert_baseline_reproduces(TASK, pytester, bench)
-
-
 # The retain-only reference (truth ratios), and the harness (whose seeds regenerate the hidden test items).
 # The full model is no secret: prepare.py gives the workspace a copy of it.
+shared_run = shared_attack_run(
+    TASK, editable="algorithm.py", anchor="import torch",
+    harness=("reference/reference.json", "authors.py"),
+    secrets=("reference.json", "authors.py", "build_reference.py", "prepare.py", "evaluate.py"))
+
+
+def test_baseline_reproduces_the_declared_values(shared_run):
+    assert_the_baseline_reproduced(TASK, shared_run)
+
+
 @needs_bwrap
-def test_agent_code_cannot_reach_the_hidden_test_set(pytester, bench, write_agent, monkeypatch):
-    assert_attack_reaches_nothing(
-        TASK, pytester, bench, write_agent, monkeypatch, editable="algorithm.py", anchor="import torch",
-        harness=("reference/reference.json", "authors.py"),
-        secrets=("reference.json", "authors.py", "build_reference.py", "prepare.py", "evaluate.py"))
+def test_agent_code_cannot_reach_the_hidden_test_set(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 CHECK_REFERENCE = """

@@ -16,9 +16,10 @@ from scipy.stats import ks_2samp
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.taskkit import tofu
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_fetch_fails_closed, assert_matches_original,
-                          assert_missing_data_is_one_line, attack_agent, attack_payload, data_root, fmlbench,
-                          needs_bwrap, smoke_project, smoke_run)
+from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
+                          assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
+                          assert_the_smoke_run_passed, attack_payload, data_root, fmlbench, needs_bwrap,
+                          shared_smoke_attack_run, smoke_project)
 
 TASK = FullTask("unlearning_open_unlearning")
 SPEC = TASK.spec
@@ -34,11 +35,12 @@ PINNED = {"tofu": ("https://huggingface.co/datasets/locuslab/TOFU", "324592d84ae
 
 # Runs when train.py imports algorithm.py, in every val and test run: it looks for FML-bench's retain-model logs, TOFU
 # and the model in the cache, the scored pairs with their reference truth ratios, and the cache's stamps.
-ATTACK_AGENT = attack_agent("algorithm.py", "import torch", attack_payload(
+ATTACK = Attack("algorithm.py", "import torch", attack_payload(
     cache=("smoke/fml-bench/src/ml_tasks/Unlearning_open_unlearning/retain_reference_logs.json", "smoke/tofu/src",
            "smoke/tofu-llama-3.2-1b-instruct-full/src"),
     private=("val_scored.json", "test_scored.json", "architecture"),
     secrets=("retain_reference_logs.json", "val_scored.json", "test_scored.json", "stamp.json")))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -204,8 +206,8 @@ def test_the_evaluator_refuses_weights_of_another_model(tmp_path, smoke_cache):
     assert done.returncode == 1 and done.stderr.startswith("evaluate.py: model.safetensors is not a safetensors file")
 
 
-def test_the_smoke_run_passes_offline(pytester, bench, data_root):
-    record, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline(shared_run):
+    record, run = assert_the_smoke_run_passed(TASK, shared_run)
     val_log = (run / "logs" / "step_0001_val.log").read_text()
     assert "unlearning: 64 forget pairs, 128 retain pairs, 1 epochs of 8 batches" in val_log, val_log
     assert "2 optimizer steps" in val_log and "val: unlearned weights in" in val_log
@@ -215,9 +217,8 @@ def test_the_smoke_run_passes_offline(pytester, bench, data_root):
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_reference_ratios(pytester, bench, data_root, write_agent,
-                                                                        monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_reference_ratios(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
