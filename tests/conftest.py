@@ -13,6 +13,18 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_embedding_cache(tmp_path_factory):
+    """One cache of code embeddings (the exploration metrics') for every run this worker's tests start, as a
+    user's ~/.cache keeps one for all their sessions. Each child pytest has its own HOME, so each would
+    otherwise load the encoder (torch and transformers, ~5-10 s on 2 busy cores) at its session's end to embed
+    code another test's run embedded already. The cache is keyed by the code's hash and the model's files:
+    it changes no value. Tests of the cache itself set their own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FMLBENCH_CACHE", str(tmp_path_factory.mktemp("fmlbench-cache")))
+        yield
+
+
 @pytest.fixture
 def toy(pytester: pytest.Pytester) -> Path:
     """A project folder holding the numpy-only toy task; returns the task folder."""
