@@ -226,10 +226,16 @@ def graphcodebert_dir(path: str | os.PathLike | None = None) -> Path | None:
         folder = Path(candidate)
         return folder if (folder / "config.json").is_file() else None
     try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
+        from huggingface_hub import constants
     except ImportError:
         return None
+    # the library's own cache folder for the model: where it is missing, asking the library (whose download
+    # machinery takes ~0.4 s to import, at every session's end) can only answer no
+    if not (Path(constants.HF_HUB_CACHE) / f"models--{GRAPHCODEBERT_REPO.replace('/', '--')}").is_dir():
+        return None
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
     try:
         folder = Path(snapshot_download(GRAPHCODEBERT_REPO, local_files_only=True))
     except (LocalEntryNotFoundError, OSError, ValueError):

@@ -1,6 +1,9 @@
 """The exploration metrics by hand, the full-code text, and the offline encoders with their cache."""
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -129,6 +132,35 @@ def test_default_encoder_falls_back_to_the_packaged_minilm(no_graphcodebert, tmp
     monkeypatch.setenv(ex.GRAPHCODEBERT_ENV, str(local))
     chosen = default_encoder()
     assert chosen.name == "graphcodebert-base" and chosen.model_dir == local and chosen.dim == 768
+
+
+FIND_GRAPHCODEBERT = """
+import sys
+from pytest_fmlbench.scoring.exploration import graphcodebert_dir
+print(graphcodebert_dir(), "huggingface_hub._snapshot_download" in sys.modules)
+"""
+
+
+def test_graphcodebert_is_found_in_the_hugging_face_cache_and_an_empty_one_is_not_asked(tmp_path):
+    """The library reads its cache's place from the environment when it is imported: a child process each."""
+    def find(hub):
+        env = {k: v for k, v in os.environ.items() if k not in (ex.GRAPHCODEBERT_ENV, "HF_HOME")}
+        done = subprocess.run([sys.executable, "-c", FIND_GRAPHCODEBERT], capture_output=True, text=True,
+                              env={**env, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)}, check=True)
+        return done.stdout.split()
+
+    # no model folder in the cache: no answer, and the download machinery is never imported
+    assert find(tmp_path / "empty") == ["None", "False"]
+    # the cache's layout for a model: refs/main names the snapshot that holds the files
+    model = tmp_path / "hub" / "models--microsoft--graphcodebert-base"
+    snapshot = model / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (model / "refs").mkdir()
+    (model / "refs" / "main").write_text("a" * 40)
+    (snapshot / "config.json").write_text('{"hidden_size": 768}')
+    assert find(tmp_path / "hub") == ["None", "True"]  # no weights: not a usable model
+    (snapshot / "model.safetensors").write_bytes(b"weights")
+    assert find(tmp_path / "hub") == [str(snapshot), "True"]
 
 
 def test_minilm_embeds_chunked_cls_sums_and_caches_by_content(no_graphcodebert):
