@@ -141,6 +141,14 @@ class SharedRun:
         self.record, self.run, self.attacked, self.planted = record, run, attacked, planted
 
 
+def baseline_run(task: SmallTask, project: Path) -> SharedRun:
+    """The baseline agent's one step in ``project``, the task selected by its markers: a shared run's stand-in
+    where there is no bubblewrap to attack."""
+    task.copy(project)
+    run_child(project, "--agent=baseline", "--steps=1", "-m", task.selection, "task_suites").assert_outcomes(passed=1)
+    return SharedRun(load_record(project, task.id), task.run_dir(project), attacked=False)
+
+
 def shared_attack_run(task: SmallTask, **probe):
     """A module-scoped fixture: the task's one-step run that its baseline test and its attack test both read
     (shared_run.py). The attack agent takes the step (``run_attack`` with ``probe``); its code leaves the
@@ -152,10 +160,7 @@ def shared_attack_run(task: SmallTask, **probe):
     def fixture(tmp_path_factory) -> SharedRun:
         project = tmp_path_factory.mktemp(task.id)
         if shutil.which("bwrap") is None:
-            task.copy(project)
-            run_child(project, "--agent=baseline", "--steps=1", "-m", task.selection,
-                      "task_suites").assert_outcomes(passed=1)
-            return SharedRun(load_record(project, task.id), task.run_dir(project), attacked=False)
+            return baseline_run(task, project)
         record, run = run_attack(task, project, **probe)
         return SharedRun(record, run, attacked=True)
 
@@ -221,10 +226,7 @@ def shared_planted_pickle_run(task: SmallTask, *, output: str, key: str, refusal
     def fixture(tmp_path_factory) -> SharedRun:
         project = tmp_path_factory.mktemp(task.id)
         if shutil.which("bwrap") is None:
-            task.copy(project)
-            run_child(project, "--agent=baseline", "--steps=1", "-m", task.selection,
-                      "task_suites").assert_outcomes(passed=1)
-            return SharedRun(load_record(project, task.id), task.run_dir(project), attacked=False)
+            return baseline_run(task, project)
         planted = PlantedPickle(project / "evaluator_ran_agent_code", output, key, refusal)
         record, run = run_attack(task, project, extra=probe.pop("extra", "") + planted.code,
                                  env={"FMLBENCH_EXPERIMENT_MARKER": str(planted.marker)}, **probe)
