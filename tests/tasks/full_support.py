@@ -278,11 +278,11 @@ class Attack:
 
 
 class SharedSmokeRun:
-    """What the module's one smoke run left: the project, its data cache, the record and the run folder;
-    ``attack`` is the edit its agent made, None when the baseline agent took the step (no bubblewrap)."""
+    """What the module's one smoke run left: its data cache, the record and the run folder; ``attack`` is the
+    edit its agent made, None when the baseline agent took the step (no bubblewrap)."""
 
-    def __init__(self, project: Path, data_root: Path, record: dict, run: Path, attack: Attack | None):
-        self.project, self.data_root, self.record, self.run, self.attack = project, data_root, record, run, attack
+    def __init__(self, data_root: Path, record: dict, run: Path, attack: Attack | None):
+        self.data_root, self.record, self.run, self.attack = data_root, record, run, attack
 
 
 def shared_smoke_attack_run(task: FullTask, attack: Attack):
@@ -306,8 +306,7 @@ def shared_smoke_attack_run(task: FullTask, attack: Attack):
             env.update(FMLBENCH_EXPERIMENT_CACHE=str(data_root), FMLBENCH_EXPERIMENT_HARNESS=str(full / "harness"))
         run_child(project, f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites",
                   env=env).assert_outcomes(passed=1)
-        return SharedSmokeRun(project, data_root, load_full_record(project, task.id), task.run_dir(project),
-                              attack_or_none)
+        return SharedSmokeRun(data_root, load_full_record(project, task.id), task.run_dir(project), attack_or_none)
 
     return fixture
 
@@ -330,12 +329,17 @@ def assert_the_shared_attack_reached_nothing(shared: SharedSmokeRun, logs: tuple
     return shared.record, shared.run
 
 
-def assert_reports_are_empty(record: dict, run: Path, logs: tuple[str, ...], perfect: float) -> None:
+def assert_each_report_is_empty(run: Path, logs: tuple[str, ...]) -> None:
+    """The probe reported once in each run whose log is in ``logs``, and each report names nothing."""
     reports = {log: re.findall(r"^ATTACK found: (.*)$", (run / "logs" / log).read_text(), re.MULTILINE)
                for log in logs}
     assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
     reached = {log: json.loads(found[0]) for log, found in reports.items()}
     assert all(paths == [] for paths in reached.values()), reached
+
+
+def assert_reports_are_empty(record: dict, run: Path, logs: tuple[str, ...], perfect: float) -> None:
+    assert_each_report_is_empty(run, logs)
     assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] != perfect
 
 

@@ -22,7 +22,8 @@ from pytest_fmlbench.spec import load_task
 
 from conftest import REPO, load_record
 from shared_run import run_child
-from full_support import LITE, RUN_LOGS, attack_agent, attack_payload, needs_bwrap  # noqa: F401 (for the task files)
+from full_support import (LITE, RUN_LOGS, assert_each_report_is_empty, attack_agent, attack_payload,  # noqa: F401
+                          needs_bwrap)  # (LITE and needs_bwrap for the task files)
 
 SMALL_TASKS = sorted(p.parent.name for p in (REPO / "task_suites").glob("*/task.yaml"))
 
@@ -123,10 +124,7 @@ def run_attack(task: SmallTask, project: Path, *, editable: str, anchor: str, se
 def assert_the_attack_reached_nothing(run: Path, logs: tuple[str, ...] = RUN_LOGS) -> None:
     """Every run in ``logs`` reported once, each report is empty, and each walk saw its own workspace's
     editable file and nothing beside the workspace."""
-    reports = {log: marked_lines(run / "logs" / log, "ATTACK found: ") for log in logs}
-    assert all(len(found) == 1 for found in reports.values()), reports  # the attack ran in each of those runs
-    reached = {log: json.loads(found[0]) for log, found in reports.items()}
-    assert all(paths == [] for paths in reached.values()), reached
+    assert_each_report_is_empty(run, logs)
     for log in logs:
         (view,) = map(json.loads, marked_lines(run / "logs" / log, "ATTACK view: "))
         assert view["saw_own"] and view["beside"] == [], (log, view)
