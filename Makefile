@@ -81,9 +81,10 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m "small and lite" --junitxml=reports/demo.xml
 
-# the slowest tests are listed at the end: CI's time limit is 90 minutes on 2 cores
+# the slowest tests are listed at the end: CI's time limit is 90 minutes on 2 cores; reports/tests.xml holds each
+# test's time (scripts/suite_time.py sums it per folder)
 test: setup browser
-	$(PY) -m pytest tests -n 2 --dist worksteal --durations=25
+	$(PY) -m pytest tests -n 2 --dist worksteal --durations=25 --junitxml=reports/tests.xml
 
 # the tests that were flaky before (Slurm, isolation, resume), SOAK_ROUNDS fresh sessions beside SOAK_BURNERS
 # CPU burners; the Slurm tests need `make slurm-up` first

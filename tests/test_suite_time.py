@@ -1,0 +1,62 @@
+"""scripts/suite_time.py: the suite's time per folder and its slowest tests, from the JUnit XML `make test` writes."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def suite_time(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "suite_time.py"), *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_suite_time_reads_the_files_and_outcomes_of_pytests_own_junit_xml(pytester):
+    pytester.makepyfile(**{
+        "tests/tasks/test_task": """
+            def test_one():
+                pass
+            class TestGroup:
+                def test_two(self):
+                    pass
+        """,
+        "tests/test_top": """
+            import pytest
+            @pytest.mark.parametrize("x", [1, 2])
+            def test_param(x):
+                pass
+            def test_skipped():
+                pytest.skip("no")
+        """,
+    })
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--junitxml=tests.xml", "tests").assert_outcomes(
+        passed=4, skipped=1)
+    out = suite_time(pytester.path / "tests.xml", "--slowest", "5").stdout
+    assert "5 tests: 4 passed, 1 skipped" in out
+    slowest = out.split("slowest tests")[1].strip().splitlines()
+    assert sorted(line.split()[-1] for line in slowest) == [
+        "tests/tasks/test_task.py::test_one", "tests/tasks/test_task.py::test_two", "tests/test_top.py::test_param[1]",
+        "tests/test_top.py::test_param[2]", "tests/test_top.py::test_skipped"]
+
+
+def test_suite_time_sums_each_folder_and_lists_the_slowest_tests(tmp_path):
+    cases = [("tests.tasks.test_a", "test_x", 30.0), ("tests.tasks.test_b.TestB", "test_y", 20.0),
+             ("tests.test_top", "test_p[0.5]", 40.0), ("tests.agents.test_c", "test_z", 5.0)]
+    (tmp_path / "t.xml").write_text(
+        '<testsuites><testsuite name="pytest">'
+        + "".join(f'<testcase classname="{c}" name="{n}" time="{t}"/>' for c, n, t in cases)
+        + "</testsuite></testsuites>")
+    out = suite_time(tmp_path / "t.xml", "--wall", "90", "--slowest", "2").stdout
+    assert "wall                90.0 s    1.5 min" in out
+    assert "test time           95.0 s    1.6 min" in out
+    folders = out.split("per folder")[1].split("the ten most costly files")[0].strip().splitlines()[1:]
+    # a file directly under tests/ is its own row; a folder's row sums its files
+    assert [row.split()[-1] for row in folders] == ["tests/tasks", "tests/test_top.py", "tests/agents"]
+    assert folders[0].split()[0] == "50.0" and "52.6%" in folders[0]
+    slowest = out.split("slowest tests")[1].strip().splitlines()
+    assert [line.split()[-1] for line in slowest] == ["tests/test_top.py::test_p[0.5]", "tests/tasks/test_a.py::test_x"]
+
+
+def test_suite_time_names_an_unreadable_file_in_one_line(tmp_path):
+    done = suite_time(tmp_path / "missing.xml")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot read" in done.stderr
