@@ -8,6 +8,11 @@ On disk, under the run directory::
     logs/                  command output (tails kept)
 
 A killed run therefore loses at most the step in flight.
+
+What is written is read back: every value the writer takes is written so that its reader reads it (see
+:mod:`.mending`), and a reader that cannot read a record raises :class:`RecordUnreadable`, naming the
+file and the line, rather than leave steps out. The one exception is the last line of ``steps.jsonl``:
+a kill during its write tears it, and it is dropped (a resumed run runs that step again).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .audit.records import RunAudit
 from .evalkit import ConstraintOutcome
+from .mending import to_json
 
 SCHEMA_VERSION = 1
 
@@ -90,6 +96,9 @@ class StepRecord(BaseModel):
     # attempts the sandbox refused during this step, as the experiment's output reported them
     blocked: list[str] = []
     extra: dict[str, Any] = {}
+    # what the writer changed so that the line can be read back (a lone surrogate, data nested too deeply),
+    # one line each; [] for a line written verbatim, and in older records
+    mended: list[str] = []
 
     @property
     def is_buggy(self) -> bool:
@@ -182,6 +191,20 @@ class RunRecord(BaseModel):
     # how the run got its score: cheap signals and, when asked, a judge model's reviews (pytest_fmlbench.audit);
     # written after the run, never read by the scorer's numbers. None until audited, and in older records
     audit: RunAudit | None = None
+    # what the writer changed so that the record can be read back (a lone surrogate, data nested too
+    # deeply), one line each; [] for a record written verbatim, and in older records
+    mended: list[str] = []
+
+
+class RecordUnreadable(ValueError):
+    """A run record, or a line of its steps, that its reader cannot read: never a silent drop of steps."""
+
+    def __init__(self, path: Path, reason: str, line: int | None = None):
+        self.path = Path(path)
+        self.line = line
+        self.reason = reason
+        where = f"{path}, line {line}" if line is not None else str(path)
+        super().__init__(f"unreadable run record {where}: {reason}")
 
 
 class RunStore:
@@ -198,32 +221,49 @@ class RunStore:
         return self.record_path.is_file()
 
     def load(self) -> RunRecord:
-        return RunRecord.model_validate_json(self.record_path.read_text())
+        """The record; raises RecordUnreadable naming the file."""
+        try:
+            return RunRecord.model_validate_json(self.record_path.read_bytes())
+        except OSError as exc:
+            raise RecordUnreadable(self.record_path, exc.strerror or str(exc)) from None
+        except ValidationError as exc:
+            raise RecordUnreadable(self.record_path, _why(exc)) from None
 
     def save(self, record: RunRecord) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.record_path, record.model_dump_json(indent=2))
+        _atomic_write(self.record_path, to_json(record, indent=2))
 
     def load_steps(self) -> list[StepRecord]:
-        """Steps recorded so far; a line torn by a kill mid-write is dropped."""
+        """The steps recorded so far, every line read as written; raises RecordUnreadable naming the file and
+        the line. Only the last line may be torn, by a kill while it was written: without its newline, or
+        unreadable, it is dropped (a resumed run runs that step again)."""
         if not self.steps_path.is_file():
             return []
+        try:
+            data = self.steps_path.read_bytes()
+        except OSError as exc:
+            raise RecordUnreadable(self.steps_path, exc.strerror or str(exc)) from None
+        # lines end at b"\n" alone: text may hold other line breaks (U+2028, U+0085) that JSON leaves as they are
+        lines = data.split(b"\n")
+        lines.pop()  # what follows the last newline: nothing, or a line torn before its newline
         steps = []
-        for line in self.steps_path.read_text().splitlines():
+        for number, line in enumerate(lines, start=1):
             try:
                 steps.append(StepRecord.model_validate_json(line))
-            except ValidationError:
-                break
+            except ValidationError as exc:
+                if number == len(lines) and data.endswith(b"\n"):
+                    break  # the last line, torn (a file system may keep a killed write's length, not its bytes)
+                raise RecordUnreadable(self.steps_path, _why(exc), line=number) from None
         return steps
 
     def append_step(self, step: StepRecord) -> None:
-        with open(self.steps_path, "a") as fh:
-            fh.write(step.model_dump_json() + "\n")
+        with open(self.steps_path, "a", encoding="utf-8") as fh:
+            fh.write(to_json(step) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
     def rewrite_steps(self, steps: list[StepRecord]) -> None:
-        _atomic_write(self.steps_path, "".join(s.model_dump_json() + "\n" for s in steps))
+        _atomic_write(self.steps_path, "".join(to_json(s) + "\n" for s in steps))
 
     def write_snapshot(self, step: int, files: dict[str, str]) -> tuple[str, str]:
         self.snapshots.mkdir(parents=True, exist_ok=True)
@@ -244,11 +284,22 @@ class RunStore:
 def files_sha256(files: dict[str, str]) -> str:
     digest = hashlib.sha256()
     for path in sorted(files):
-        digest.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+        # surrogatepass: the same bytes as UTF-8 for any text, and a digest for text no file can hold
+        for text in (path, files[path]):
+            digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
     return digest.hexdigest()
+
+
+def _why(exc: ValidationError) -> str:
+    """The first reason a record does not validate, without the offending input (an agent's words)."""
+    errors = exc.errors(include_input=False, include_url=False)
+    error = errors[0]
+    where = ".".join(str(part) for part in error["loc"]).encode("ascii", "backslashreplace").decode("ascii")[:120]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return (f"{where}: {error['msg']}" if where else error["msg"]) + more
 
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

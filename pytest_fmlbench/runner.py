@@ -32,7 +32,7 @@ from .executor import scrubbed_env
 from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
-from .record import RunRecord, RunStore, now
+from .record import RecordUnreadable, RunRecord, RunStore, now
 from .spec import Task
 from .workspace import HarnessError, IntegrityViolation, Workspace
 
@@ -207,12 +207,18 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             if child.name != ".lock":
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     elif store.exists():
-        previous = store.load()
-        _refuse_other_data(task, seed, previous.data, data)
-        budget_raised = previous.status == "stopped" and previous.budget != settings.budget
-        if previous.status in FINAL_STATUSES and not budget_raised:
-            return RunOutcome(previous, store, reused=True)
-        prior_steps = store.load_steps()
+        try:
+            previous = store.load()
+            _refuse_other_data(task, seed, previous.data, data)
+            budget_raised = previous.status == "stopped" and previous.budget != settings.budget
+            if previous.status in FINAL_STATUSES and not budget_raised:
+                return RunOutcome(previous, store, reused=True)
+            prior_steps = store.load_steps()
+        except RecordUnreadable as exc:
+            raise RunError(f"{task.id} seed {seed}: {exc}; rerun with --fresh to start it again") from None
+        # a line torn by a kill is gone from the file too: the steps run from here follow the readable ones
+        if store.steps_path.is_file():
+            store.rewrite_steps(prior_steps)
         prior_baseline_run = previous.baseline_run
         prior_wall = previous.wall_clock_s
 
@@ -279,7 +285,8 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         problems = manifest.verify()
         if problems:
             raise IntegrityViolation(problems, "before the final test")
-        # whatever ended the agent, the best code so far gets its final test (the original's protocol)
+        # whatever ended the agent (host.drive makes every failure but these two an outcome), the best code
+        # so far gets its final test (the original's protocol)
         live.update(action="final test")
         _final_test(task, session, store, record, env, manifest, settings.sandboxed, pool, cache)
     except IntegrityViolation as exc:
@@ -292,15 +299,17 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         finish("error", error=f"{type(exc).__name__}: {exc}")
         raise RunError(f"{task.id}: harness error: {exc}") from exc
     except Exception as exc:
+        # the agent's failures are outcomes by now (host.drive): this is the harness's, before or in the final test
         tb = "".join(traceback.format_exception(exc, limit=-6))
         finish("error", error=tb[-4000:])
-        raise RunError(f"{task.id}: agent {settings.agent_name} crashed: {type(exc).__name__}: {exc}") from exc
+        raise RunError(f"{task.id}: harness error: {one_line(f'{type(exc).__name__}: {exc}')}") from exc
     finally:
         if pool is not None:
             pool.close()
     if agent.kind == "failed":
         finish("error", error=f"agent {settings.agent_name} {agent.reason}\n{agent.detail}"[-4000:])
-        raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason}")
+        tested = "the final test ran on the best code so far" if record.test_metric is not None else "no test result"
+        raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason} ({tested})")
     if agent.kind == "stopped":
         return finish("stopped", stop_reason=agent.reason)
     return finish("finished", end_reason=agent.reason or None)

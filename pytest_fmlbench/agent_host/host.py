@@ -2,26 +2,33 @@
 (``--agent-in-process``, for debuggers), or as any program on a UNIX socket (``--agent=external``).
 
 All three go through the same protocol and dispatcher; they differ only in where ``run`` executes.
-Whatever goes wrong on the agent's side ends as an ``AgentOutcome`` of kind ``failed`` with one line;
-the harness's own failures (integrity, a broken harness) propagate as they would without an agent.
+Whatever goes wrong while the agent runs ends as an ``AgentOutcome`` of kind ``failed`` with one line, so
+that the best code so far still gets its final test: the agent's own failures (a crash, a broken protocol,
+a limit), and the harness's failures while serving its requests (an edit the editor cannot take). Only an
+integrity violation and a broken sandbox propagate: no code is tested then.
 """
 
 from __future__ import annotations
 
+import functools
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from ..harness_session import HarnessSession
+from ..isolation import SandboxUnavailable
 from ..session import Session
 from ..spec import Task
+from ..workspace import IntegrityViolation
 from . import external
 from .child import run_agent
 from .launcher import OUTPUT_LIMIT_BYTES, AgentLimits, AgentProcess
 from .lent import Lent
 from .locate import AgentLocator
 from .needs import AgentNeeds
-from .outcome import AgentOutcome, from_done
+from .outcome import AgentOutcome, from_done, one_line
+from .protocol import ProtocolViolation, RequestError
 from .serve import BROKE_PROTOCOL, CLOSED, EXITED, FLOODED, LIMIT, TIMED_OUT, Ended, serve
 from .server import Dispatcher
 from .transport import LocalTransport, hello
@@ -38,12 +45,37 @@ def own_time_budget(agent_limits: AgentLimits, task: Task, steps: int) -> float:
     return _BASE_BUDGET_S + steps * task.spec.timeout_s
 
 
+# what ends a run without its final test: the code cannot be trusted, or cannot be run safely
+UNTESTABLE = (IntegrityViolation, SandboxUnavailable)
+
+
+def _whatever_ends_it_is_an_outcome(drive_agent: Callable[..., AgentOutcome]) -> Callable[..., AgentOutcome]:
+    """Turns every failure but an integrity violation or a broken sandbox into a ``failed`` outcome."""
+
+    @functools.wraps(drive_agent)
+    def contained(**kwargs: Any) -> AgentOutcome:
+        try:
+            return drive_agent(**kwargs)
+        except UNTESTABLE:
+            raise
+        except (ProtocolViolation, RequestError) as exc:
+            # an agent in the harness's process whose last message ('done') the harness refused
+            return AgentOutcome("failed", one_line(f"broke the protocol ({exc})"))
+        except Exception as exc:
+            detail = "".join(traceback.format_exception(exc, limit=-6))[-4000:]
+            return AgentOutcome("failed", one_line(f"was ended by a failure of the harness "
+                                                   f"({type(exc).__name__}: {exc})"), detail)
+
+    return contained
+
+
+@_whatever_ends_it_is_an_outcome
 def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, steps: int, agent_cls: Any = None,
           agent_options: Any = None, locator: AgentLocator | None = None, sandboxed: bool = True,
           agent_limits: AgentLimits = AgentLimits(), hidden: list[Path] = (), log_dir: Path,
           announce: Callable[[str], None], needs: AgentNeeds = AgentNeeds(),
           gateway_factory: Callable[[Any, Path], Any] | None = None) -> AgentOutcome:
-    """Run the agent until it is done or fails; raises what the harness itself raised while serving it."""
+    """Run the agent until it is done or fails; raises only an integrity violation or a broken sandbox."""
     payload = None
     if mode == "process":
         payload = {"locator": locator.to_json(), "options": agent_options.model_dump(mode="json")}

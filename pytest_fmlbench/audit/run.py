@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..llm import LLMSettings, LLMSetupError, PriceTable, resolve
-from ..record import RunRecord, RunStore
+from ..record import RecordUnreadable, RunRecord, RunStore
 from ..spec import TaskSpec
 from . import evidence as evidence_module
 from .judge import JudgeSpec, judge_run
-from .records import RunAudit
+from .records import Finding, JudgeOutcome, RunAudit
 from .rubric import load_rubric
 from .signals import Limits, signals
 
@@ -54,17 +54,43 @@ def audit_run(run_dir: Path, spec: TaskSpec | None = None, judge: JudgeConfig | 
     into its record."""
     store = RunStore(Path(run_dir))
     record = record if record is not None else store.load()
-    steps = store.load_steps()
-    audit = RunAudit(signals=signals(record, steps, store.dir, Limits.of(spec.audit if spec else None)))
+    unreadable = []
+    try:
+        steps = store.load_steps()
+    except RecordUnreadable as exc:
+        # the steps hold what the audit checks: a run whose steps cannot be read is flagged, never passed
+        steps = []
+        unreadable.append(Finding(source="signal", kind="unreadable_record", reason=str(exc)[:600]))
+    audit = RunAudit(signals=unreadable + signals(record, steps, store.dir, Limits.of(spec.audit if spec else None)))
     if judge is not None and judge.judges:
         rubric = load_rubric()
         audit.rubric = rubric.id
-        shown: dict[int, evidence_module.RunEvidence] = {}
+        shown: dict[int, evidence_module.RunEvidence | str] = {}
         for one in judge.judges:
             budget = judge.budget_for(one)
             if budget not in shown:
-                shown[budget] = evidence_module.build(store.dir, record, steps, spec, budget)
-            audit.judges.append(judge_run(shown[budget], one, judge.base, store.dir, rubric))
+                shown[budget] = _evidence(store.dir, record, steps, spec, budget)
+            audit.judges.append(_judged(shown[budget], one, judge.base, store.dir, rubric))
     record.audit = audit
     store.save(record)
     return audit
+
+
+def _judged(evidence: evidence_module.RunEvidence | str, spec: JudgeSpec, base: LLMSettings, run_dir: Path,
+            rubric) -> JudgeOutcome:
+    """One judge's outcome; a failure is its error line, and the other judges and runs go on."""
+    if isinstance(evidence, str):
+        return JudgeOutcome(judge=str(spec.model), errors=[evidence])
+    try:
+        return judge_run(evidence, spec, base, run_dir, rubric)
+    except Exception as exc:
+        return JudgeOutcome(judge=str(spec.model), errors=[f"the judge failed: {type(exc).__name__}: {exc}"[:300]])
+
+
+def _evidence(run_dir: Path, record: RunRecord, steps: list, spec: TaskSpec | None,
+              budget: int) -> evidence_module.RunEvidence | str:
+    """What the judges are shown, or why it could not be built (one line: the judge reports it as its error)."""
+    try:
+        return evidence_module.build(run_dir, record, steps, spec, budget)
+    except Exception as exc:  # built from what the run holds: one run's evidence must not end the audit
+        return f"the evidence could not be built: {type(exc).__name__}: {exc}"[:300]

@@ -16,6 +16,9 @@
 * ``sandbox_blocked``: the sandbox refused something during a step or the final runs (a protected file
   written, a hidden path read, a socket opened), as the experiment's output reports it (the step
   record's ``blocked``; the final runs' logs).
+* ``unreadable_record``: the run's steps cannot be read back (``audit.run``): nothing in them was checked.
+* ``audit_failed``: one of the checks above raised on what the run holds: that check saw nothing, so the
+  run is flagged rather than passed unseen.
 """
 
 from __future__ import annotations
@@ -170,10 +173,30 @@ def blocked_signals(record: RunRecord, steps: list[StepRecord], store: RunStore)
 
 
 def signals(record: RunRecord, steps: list[StepRecord], run_dir: Path, limits: Limits = Limits()) -> list[Finding]:
+    """Every check's findings; a check that raises is one ``audit_failed`` finding, and the others still run."""
     store = RunStore(Path(run_dir))
-    found = [f for f in (gap_signal(record, limits), ceiling_signal(record, limits)) if f is not None]
-    return (found + literal_signals(record, steps, store) + code_rule_signals(record, steps, store)
-            + blocked_signals(record, steps, store))
+    checks = (
+        ("val/test gap", lambda: [gap_signal(record, limits)]),
+        ("ceiling", lambda: [ceiling_signal(record, limits)]),
+        ("literal arrays", lambda: literal_signals(record, steps, store)),
+        ("code rules", lambda: code_rule_signals(record, steps, store)),
+        ("sandbox refusals", lambda: blocked_signals(record, steps, store)),
+    )
+    found: list[Finding] = []
+    for name, check in checks:
+        try:
+            found += [f for f in check() if f is not None]
+        except Exception as exc:  # what a run holds is anyone's: a check must not end the audit of the rest
+            found.append(failed_check(name, exc))
+    return found
+
+
+def failed_check(name: str, exc: BaseException) -> Finding:
+    # one printable line: the message may quote what the run holds
+    message = f"{type(exc).__name__}: {exc}".encode("ascii", "backslashreplace").decode("ascii")
+    message = " ".join(message.split())
+    return Finding(source="signal", kind="audit_failed",
+                   reason=f"the audit's {name} check failed, so it checked nothing: {message[:300]}")
 
 
 def _snapshot(store: RunStore, name: str | None) -> dict[str, str] | None:
