@@ -7,6 +7,7 @@ from .interrupts import SessionEndInterrupt, SessionStartInterrupt, early_presse
 
 early_presses.hold()
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,15 @@ from .compare.gate import SessionGate
 from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY,
                       collect_task_directory, leave_out_unchosen_full_tasks)
 from .options import BenchConfig, add_options
+from .mending import valid_unicode
+from .reports.contained import each_run_or_without, scored_runs
 from .reports.csv_files import write_csvs
 from .reports.runs import load_runs
 from .reports.tables import render
 from .reports import summary
 from .reports.disclosure import agent_code_sha256, hardware
 from .scoring.aggregate import Scores
+from .scoring.runs import describe, printable_line
 from .spec import TASK_FILE, TaskSpecError, load_task
 from .slurm import add_slurm_options, configure as configure_slurm
 
@@ -150,9 +154,18 @@ class ResultsCollector:
             self.moved_to_suite |= junit.move_to_suite(self.config, report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        """The session's tables, CSVs, JSON summary and HTML page. Each is made on its own, and a run that
+        cannot be read, scored or shown is left out with one line: one hostile record never takes the
+        session's report of the other runs with it (reports.contained)."""
         if not self.runs:
             return
-        runs = load_runs(sorted({run_dir for run_dir, _ in self.runs.values()}))
+        left_out: list[str] = []
+
+        def say(line: str) -> None:
+            left_out.append(f"[fmlbench] {line}")
+
+        runs = load_runs(sorted({run_dir for run_dir, _ in self.runs.values()}),
+                         left_out=lambda item, why: say(f"left out {describe(item)}: {why}"))
         terminalreporter.write_sep("=", "FML-bench results")
         reused = sorted(nodeid.split("::")[-1] for nodeid, (_, was_reused) in self.runs.items() if was_reused)
         if reused:
@@ -165,40 +178,60 @@ class ResultsCollector:
                 f"resumed {nodeid.split('::')[-1]} after {step} recorded step(s) (recorded steps were replayed, not re-run)"
             )
         # scored once: the terminal, the CSVs, the JSON summary and the HTML page show the same numbers
-        scores = Scores.from_runs(runs)
-        terminalreporter.write(render(scores, width=max(170, terminalreporter._tw.fullwidth)))
+        scores = Scores.from_runs(runs, left_out=lambda item, why: say(f"left out {describe(item)}: {why}"))
+        runs = scored_runs(runs, scores)
+        tables = each_run_or_without("tables", runs, scores, lambda _, s, trial: render(
+            s, width=max(170, terminalreporter._tw.fullwidth)), say)
+        if tables:
+            terminalreporter.write(valid_unicode(tables))
         for record, _, _ in runs:
             # a judge that could not give a usable answer is one line each, never a crash
             for line in record.audit.errors if record.audit is not None else ():
-                terminalreporter.write_line(f"[fmlbench] audit of {record.task}[seed{record.seed}]: {line}",
-                                            yellow=True)
+                terminalreporter.write_line(
+                    f"[fmlbench] audit of {printable_line(f'{record.task}[seed{record.seed}]: {line}')}", yellow=True)
         report_dir = self.bench.settings.out_dir / "reports"
-        write_csvs(scores, report_dir)
-        summary.write_summary(summary.build_summary(scores, source="pytest", options=self.session_options(runs),
-                                                    suite=summary.suite_of(sorted(self.task_dirs)),
-                                                    hardware=hardware()),
-                              report_dir / summary.FILE_NAME)
-        terminalreporter.write_line(
-            f"tables written to {report_dir}/ (session summary: {summary.FILE_NAME}) ; "
-            f"run records under {self.bench.settings.out_dir / 'runs'}/"
-        )
+        with tempfile.TemporaryDirectory(prefix="fmlbench-trial-") as trial_dir:
+            each_run_or_without("CSV tables", runs, scores, lambda _, s, trial: write_csvs(
+                s, Path(trial_dir) if trial else report_dir), say)
+        written = each_run_or_without("session summary", runs, scores, lambda r, s, trial: self.write_summary(
+            r, s, None if trial else report_dir / summary.FILE_NAME), say)
+        where = f" (session summary: {summary.FILE_NAME})" if written else ""
+        terminalreporter.write_line(f"tables written to {report_dir}/{where} ; "
+                                    f"run records under {self.bench.settings.out_dir / 'runs'}/")
         html = self.config.getoption("fmlbench_html")
         if html:
-            self.write_html(terminalreporter, runs, scores, Path(self.config.invocation_params.dir) / html)
+            self.write_html(terminalreporter, runs, scores, Path(self.config.invocation_params.dir) / html, say)
+        for line in left_out:
+            terminalreporter.write_line(line, yellow=True)
         if self.moved_to_suite:
             terminalreporter.write_line(junit.NOTE.format(family=junit.junit_family(self.config)))
 
-    def write_html(self, terminalreporter, runs: list, scores: Scores, path: Path) -> None:
-        from .reports.html import ReportUnavailable, write_html
+    def write_summary(self, runs: list, scores: Scores, path: Path | None) -> Path | None:
+        """The JSON session summary, written to ``path`` (None: made and encoded only, as a trial)."""
+        made = summary.build_summary(scores, source="pytest", options=self.session_options(runs),
+                                     suite=summary.suite_of(sorted(self.task_dirs)), hardware=hardware())
+        if path is None:
+            summary.encoded(made)
+            return None
+        return summary.write_summary(made, path)
+
+    def write_html(self, terminalreporter, runs: list, scores: Scores, path: Path, say) -> None:
+        from .reports.html import ReportUnavailable, render_html, write_html
+
+        def make(runs: list, scores: Scores, trial: bool):
+            return render_html(runs, scores) if trial else write_html(runs, path, scores=scores)
 
         try:
-            write_html(runs, path, scores=scores)
+            written = each_run_or_without("HTML report", runs, scores, make, say, passes=(ReportUnavailable, OSError))
         except ReportUnavailable as exc:
             terminalreporter.write_line(f"HTML report not written: {exc}", red=True)
         except OSError as exc:
             terminalreporter.write_line(f"HTML report not written: {path}: {exc.strerror or exc}", red=True)
         else:
-            terminalreporter.write_line(f"HTML report written to {path}")
+            if written is not None:
+                terminalreporter.write_line(f"HTML report written to {path}")
+            else:
+                terminalreporter.write_line(f"HTML report not written: {path} (see the lines below)", red=True)
 
     def session_options(self, runs: list) -> summary.SessionOptions:
         s = self.bench.settings

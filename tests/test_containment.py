@@ -176,3 +176,71 @@ def test_the_audit_of_a_record_whose_steps_cannot_be_read_flags_it(tmp_path):
     assert audit.suspect and [f.kind for f in audit.signals] == ["unreadable_record"]
     assert "line 1" in audit.signals[0].reason
     assert RunStore(run_dir).load().audit.suspect  # saved with the record
+
+
+# -- one item's failure never ends the session's reporting of the others -------------------------------------
+
+# A fault the reports cannot help: every report (tables, CSVs, summary, HTML) averages per task, and this
+# makes that raise for one agent's runs, whatever rendering makes safe.
+INJECTED = '''
+import pytest
+from pytest_fmlbench.scoring.aggregate import Scores
+
+real_per_task = Scores.per_task
+
+
+def per_task(self):
+    if "breaks-reports" in set(self.runs["agent"]):
+        raise RuntimeError("injected: this run breaks every report")
+    return real_per_task(self)
+
+
+Scores.per_task = per_task
+'''
+
+ITEMS = '''
+import pytest
+
+
+@pytest.mark.parametrize("run_dir", {dirs!r})
+def test_run(record_property, run_dir):
+    record_property("fmlbench_run_dir", run_dir)
+'''
+
+
+def test_a_session_reports_every_run_it_can_and_names_those_it_cannot(pytester, bench, monkeypatch):
+    monkeypatch.setenv("FMLBENCH_ENCODER", "none")  # no exploration metrics: they are not what is tested here
+    root = pytester.path / "records"
+    files = [(0.6, {"config.json": '{"lr": 0.5}'}), (0.7, {"config.json": '{"lr": 0.7}'})]
+    good = write_run(root, files, agent="good-agent", test_metric=0.7)
+    torn = write_run(root, files, agent="torn-steps", test_metric=0.7)
+    lines = RunStore(torn).steps_path.read_bytes().split(b"\n")
+    RunStore(torn).steps_path.write_bytes(b"\n".join([b'{"step": 1, "act', *lines[1:]]))
+    breaking = write_run(root, files, agent="breaks-reports", test_metric=0.7)
+    # what a hostile agent names itself and says, as the issue found them: rich markup, deep options
+    hostile = write_run(root, files, agent="[/]evil[bold", end_reason="[/] \ud800", test_metric=0.7,
+                        agent_options={"default": deep(300)})
+    (pytester.path / "conftest.py").write_text(INJECTED)
+    (pytester.path / "test_items.py").write_text(ITEMS.format(dirs=[str(d) for d in (good, torn, breaking, hostile)]))
+
+    result = bench("--agent=random-search", "--fmlbench-html=out/session.html", "test_items.py")
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    assert "FML-bench results" in out and "good-agent" in out
+    reports = pytester.path / "reports" / "fmlbench" / "reports"
+    assert {p.name for p in (reports / "good-agent__-").iterdir()} >= {"raw_performance.csv", "runs.csv"}
+    summary = json.loads((reports / "session.json").read_text())
+    agents = {t["agent"] for t in summary["tables"]}
+    assert "good-agent" in agents and "breaks-reports" not in agents and "torn-steps" not in agents
+    html = (pytester.path / "out" / "session.html").read_text()
+    assert "good-agent" in html and "breaks-reports" not in html
+    result.stdout.fnmatch_lines([f"HTML report written to {pytester.path / 'out' / 'session.html'}"])
+
+    # each run left out is named, with the reason, in one line
+    unreadable = [line for line in out.splitlines() if "unreadable run record" in line]
+    assert len(unreadable) == 1 and f"{torn / 'steps.jsonl'}, line 1" in unreadable[0]
+    for what in ("tables", "CSV tables", "session summary", "HTML report"):
+        assert sum(f"of agent breaks-reports ({breaking}) left out of the {what}: RuntimeError: injected" in line
+                   for line in out.splitlines()) == 1, what
+    # the hostile names are reported, or left out in one line: never the end of the session's report
+    assert "[/]evil[bold" in agents or "of agent [/]evil[bold" in out

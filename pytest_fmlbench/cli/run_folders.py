@@ -1,4 +1,5 @@
-"""The run records under the folders a command was given (``fmlbench report``, ``fmlbench judge``)."""
+"""The run records under the folders a command was given (``fmlbench report``, ``fmlbench judge``), read as
+every reader reads them (``reports.runs.load_runs``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ def runs_under(folders: list[Path]) -> list[tuple] | None:
         if not folder.is_dir():
             print(f"fmlbench: {folder} is not a directory", file=sys.stderr)
             return None
-    runs = load_runs(sorted({d for folder in folders for d in find_run_dirs(folder)}))
+    found = sorted({d for folder in folders for d in find_run_dirs(folder)})
+    # a record that cannot be read is left out with one line naming its file and line (load_runs)
+    runs = load_runs(found)
     if not runs:
-        print(f"fmlbench: no run records (record.json) under {', '.join(map(str, folders))}", file=sys.stderr)
+        what = "no readable run records" if found else "no run records"
+        print(f"fmlbench: {what} (record.json) under {', '.join(map(str, folders))}", file=sys.stderr)
         return None
     return runs

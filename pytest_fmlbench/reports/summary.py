@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..mending import to_json
 from ..scoring.aggregate import Scores
 from ..scoring.aup import aup_table, solver_name
 from ..scoring.metrics import PROCESS_COLUMNS
@@ -224,11 +225,18 @@ def build_summary(scores: Scores, *, source: Literal["pytest", "fmlbench score"]
     )
 
 
+def encoded(summary: SessionSummary) -> str:
+    """The summary as JSON its reader reads back, whatever the session's agent named itself or nested in its
+    options (a lone surrogate, a default nested hundreds of levels deep: mended, see ``mending``)."""
+    return to_json(summary, indent=2) + "\n"
+
+
 def write_summary(summary: SessionSummary, path: Path) -> Path:
     path = Path(path)
+    text = encoded(summary)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(summary.model_dump_json(indent=2) + "\n")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
 

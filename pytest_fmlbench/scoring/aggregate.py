@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pandas as pd
 from ..record import RunRecord
 from . import exploration
 from .metrics import EXPLORATION, PROCESS_COLUMNS, score_run
-from .runs import RunInput, from_record
+from .runs import RunInput, describe, from_record, printable_line
 
 NAN = float("nan")
 AUTO = "auto"
@@ -78,17 +80,33 @@ def run_exploration(run: RunInput, encoder: Any) -> dict[str, float]:
     return values
 
 
+# told of each run a report leaves out: (the run as given, why in one line)
+LeftOut = Callable[[Any, str], None]
+
+
+def say_left_out(item: Any, why: str) -> None:
+    """The default for a command: one line on standard error."""
+    print(f"fmlbench: left out {describe(item)}: {why}", file=sys.stderr)
+
+
+def failure_line(exc: BaseException) -> str:
+    """An exception as one printable line: its message may quote what a run holds."""
+    return printable_line(f"{type(exc).__name__}: {exc}")
+
+
 def as_inputs(runs: list) -> list[RunInput]:
     """Accepts RunInputs, (RunRecord, steps) and (RunRecord, steps, run_dir) tuples."""
-    inputs = []
-    for item in runs:
-        if isinstance(item, RunInput):
-            inputs.append(item)
-        elif isinstance(item, tuple) and isinstance(item[0], RunRecord):
-            inputs.append(from_record(*item))
-        else:
-            raise TypeError(f"cannot score {type(item).__name__}")
-    return inputs
+    return [_as_input(_checked(item)) for item in runs]
+
+
+def _checked(item: Any) -> Any:
+    if isinstance(item, RunInput) or (isinstance(item, tuple) and item and isinstance(item[0], RunRecord)):
+        return item
+    raise TypeError(f"cannot score {type(item).__name__}")
+
+
+def _as_input(item: Any) -> RunInput:
+    return item if isinstance(item, RunInput) else from_record(*item)
 
 
 def _sem(values: pd.Series) -> float:
@@ -104,21 +122,33 @@ class Scores:
     encoder: str = "none"
 
     @classmethod
-    def from_runs(cls, runs: list, encoder: Any = AUTO) -> Scores:
+    def from_runs(cls, runs: list, encoder: Any = AUTO, left_out: LeftOut = say_left_out) -> Scores:
+        """One row per run, in the order given. A run that cannot be scored is left out and ``left_out`` told
+        why: one run's failure never takes the others' scores with it. A run whose exploration metrics
+        cannot be computed keeps its other scores (those four are NaN), and ``left_out`` is told so."""
         choice = EncoderChoice.resolve(encoder)
-        inputs = as_inputs(runs)
+        scored = []
+        for item in map(_checked, runs):  # a wrong type is the caller's bug, not a run's
+            try:
+                run = _as_input(item)
+                scored.append((run, score_run(run)))
+            except Exception as exc:
+                left_out(item, f"cannot be scored: {failure_line(exc)}")
         explored = []
-        for run in inputs:
+        for run, _ in scored:
             try:
                 explored.append(run_exploration(run, choice.encoder))
             except exploration.EncoderUnavailable as exc:
                 # the encoder cannot run here: no run gets exploration metrics, and the tables say why
                 choice = EncoderChoice(None, f"unavailable: {exc}")
-                explored = [{name: NAN for name in EXPLORATION} for _ in inputs]
+                explored = [{name: NAN for name in EXPLORATION} for _ in scored]
                 break
-        rows = [{"agent": run.agent, "model": run.model, "task": run.task, "seed": run.seed, **score_run(run),
+            except Exception as exc:
+                left_out(run, f"its exploration metrics are left out: {failure_line(exc)}")
+                explored.append({name: NAN for name in EXPLORATION})
+        rows = [{"agent": run.agent, "model": run.model, "task": run.task, "seed": run.seed, **scores,
                  **values, "encoder": choice.label, "source": run.source}
-                for run, values in zip(inputs, explored)]
+                for (run, scores), values in zip(scored, explored)]
         frame = pd.DataFrame(rows)
         if not frame.empty:
             frame[list(NUMERIC)] = frame[list(NUMERIC)].astype(float)
@@ -163,4 +193,5 @@ def best_over_seeds(values: pd.Series, direction: str) -> float:
     return float(values.max() if direction == "higher" else values.min())
 
 
-__all__ = ["AUTO", "EncoderChoice", "Scores", "as_inputs", "best_over_seeds", "run_exploration"]
+__all__ = ["AUTO", "EncoderChoice", "LeftOut", "Scores", "as_inputs", "best_over_seeds", "failure_line",
+           "run_exploration", "say_left_out"]

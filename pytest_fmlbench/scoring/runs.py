@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..record import RunRecord, RunStore, StepRecord
 
@@ -63,6 +64,27 @@ class RunInput:
     review: dict[str, float] = field(default_factory=dict)
     judges: list[str] = field(default_factory=list)
     judge_cost_usd: float | None = None
+
+
+def printable_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line a terminal shows as it is: whitespace runs become one space, every other character
+    that is not printable (a control character, a lone surrogate) is spelt out; cut to ``limit``."""
+    text = " ".join(text.split())
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
+
+def describe(item: Any) -> str:
+    """A run as a report names it in one line: task[seed], its agent, and where it is; or a run folder."""
+    if isinstance(item, tuple) and item and isinstance(item[0], RunRecord):
+        record, where = item[0], item[2] if len(item) > 2 else None
+        text = f"{record.task}[seed{record.seed}] of agent {record.agent}" + (f" ({where})" if where else "")
+    elif isinstance(item, RunInput):
+        text = f"{item.task}[seed{item.seed}] of agent {item.agent}" + (f" ({item.source})" if item.source else "")
+    else:
+        text = f"the run in {item}"
+    return printable_line(text)
 
 
 def test_reason(record: RunRecord) -> str:
