@@ -5,7 +5,9 @@ Inside the sandbox the agent sees the interpreter and its libraries, this packag
 all read-only, a private ``/tmp`` and home, and what the harness lent it (a working copy of the
 workspace at ``/workspace``, its LLM gateway's socket folder at ``/run/fmlbench``: see ``lent``); not the
 run directory, not the task (its ``harness/`` and private data), not the checkout, not the network, not
-the harness's processes or environment.
+the harness's processes or environment. Where bubblewrap and the kernel allow, it can make no user
+namespace, runs under a seccomp filter and is not uid 0 (``isolation.hardening``; its log's first line
+says which of these are on).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class AgentProcess:
         self._tripped: str | None = None
         self._scratch: str | None = None
         self._lent = lent
+        # the descriptors bubblewrap reads the sandbox's extra measures from, held until it has started
+        self._hardened: isolation.hardening.AgentHardening | None = None
         self.group = self._group()
         self.conn, theirs = socket.socketpair()
         command = [sys.executable, "-s", "-B", "-m", "pytest_fmlbench.agent_host.child", mode, str(theirs.fileno())]
@@ -70,7 +74,8 @@ class AgentProcess:
             raise
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
-        self._sink = CappedLog(log_path, f"[agent process{': bwrap' if sandboxed else ''}]\n".encode())
+        header = f": bwrap; {self._hardened.measures.summary()}" if self._hardened is not None else ""
+        self._sink = CappedLog(log_path, f"[agent process{header}]\n".encode())
         self._written = 0
 
         def before_exec() -> None:
@@ -84,12 +89,14 @@ class AgentProcess:
 
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                                         stderr=subprocess.STDOUT,
+                                         pass_fds=(theirs.fileno(), *(self._hardened.fds if self._hardened else ())),
                                          start_new_session=True, preexec_fn=before_exec)
         except (OSError, subprocess.SubprocessError) as exc:
             self._discard(theirs)
             raise isolation.SandboxUnavailable(f"the agent's process could not start: {exc}") from None
         theirs.close()
+        self._release_hardening()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
 
@@ -125,7 +132,12 @@ class AgentProcess:
             extra["HF_HUB_CACHE"] = str(models[0].parent)
         view = isolation.AgentView(code=shown, hidden=hidden, hide_data=hide_data, lent=self._lent)
         env = {**isolation.sandbox_env(scrubbed_env()), **extra}
-        return isolation.agent_argv(view, command), env, "/"
+        self._hardened = isolation.hardening.prepare()
+        return isolation.agent_argv(view, command, self._hardened), env, "/"
+
+    def _release_hardening(self) -> None:
+        if self._hardened is not None:
+            self._hardened.close()
 
     # -- while it runs ----------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -192,6 +204,7 @@ class AgentProcess:
     def _discard(self, theirs: socket.socket) -> None:
         theirs.close()
         self.conn.close()
+        self._release_hardening()
         if self.group is not None:
             self.group.close()
         if self._scratch:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import limits, mounts, package_data
+from . import hardening, limits, mounts, package_data
 from .gpu import device_minors
 from .limits import LimitSpec, LimitsUnavailable
 
@@ -90,10 +90,11 @@ def bwrap_argv(view: ExperimentView, argv: list[str]) -> list[str]:
     return args + argv
 
 
-def agent_argv(view: AgentView, argv: list[str]) -> list[str]:
+def agent_argv(view: AgentView, argv: list[str], hardened: hardening.AgentHardening | None) -> list[str]:
     """``argv`` (an agent's process) in bubblewrap: the experiments' allowlist, minus any workspace or
     ``{out}``, plus the agent's code read-only; its only writable places are its private ``/tmp`` and home,
-    and what the harness lent it writable (a working copy)."""
+    and what the harness lent it writable (a working copy). ``hardened`` (see ``hardening``; None: none)
+    adds no new user namespaces, a seccomp filter and not uid 0 inside, where this machine allows each."""
     masks = _data_masks(view.hide_data)
     args = _base_args(view.hidden)
     for path in view.code:
@@ -101,6 +102,8 @@ def agent_argv(view: AgentView, argv: list[str]) -> list[str]:
     for bind in view.lent:
         args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
     args += masks.binds()
+    # after the system's binds: its passwd and group files cover the machine's
+    args += hardened.args if hardened is not None else []
     args += ["--remount-ro", "/", "--chdir", mounts.SANDBOX_HOME, "--"]
     return args + argv
 
@@ -196,6 +199,6 @@ def step_limits(memory_mb: int | None, max_processes: int, gpus: bool, deferred:
 
 
 __all__ = [
-    "AgentView", "Bind", "ExperimentView", "agent_argv", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
+    "AgentView", "Bind", "ExperimentView", "agent_argv", "hardening", "SANDBOXED", "UNSANDBOXED", "SandboxUnavailable", "bwrap_argv", "check_available",
     "sandbox_env", "step_limits",
 ]
