@@ -114,7 +114,7 @@ class ClaudeCodeAgent(CodingToolAgent):
         timeout_ms = str(int(self.options.wall_clock_s * 1000) if self.options.wall_clock_s else _UNLIMITED_MS)
         env = {
             "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,  # the gateway drops it and adds the real key outside
-            # as root (the sandbox keeps the harness's uid) it refuses to skip permissions without this
+            # as root (where the sandbox cannot remap the uid to 1000) it refuses to skip permissions without this
             "IS_SANDBOX": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
