@@ -242,13 +242,17 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
     env = scrubbed_env(devices.experiment_env(spec.resources.gpus))
 
     def finish(status: str, **fields: Any) -> RunOutcome:
-        live.close()
         for name, value in fields.items():
             setattr(record, name, value)
         record.status = status
         record.finished_at = now()
         record.wall_clock_s = prior_wall + time.monotonic() - started
         store.save(record)
+        # after the record: the live display (agents' words pass through it) never keeps the result from it
+        try:
+            live.close()
+        except Exception as exc:
+            settings.log(f"{task.id} seed {seed}: the live progress file could not be closed: {exc!r}")
         return RunOutcome(record, store)
 
     live = LiveFile(settings.out_dir, run_id, f"{task.id}[seed{seed}]", settings.steps, spec.baseline.val,
@@ -326,9 +330,12 @@ def _announce(settings: RunSettings, live: LiveFile, item: str, line: str) -> No
     """A line the user must see while the item runs: printed here, and by the controller's live display
     (under -n, where a worker's output is not shown)."""
     settings.log(f"{item}: {line}")
-    live.update(notice=line)
-    if settings.announce is not None:
-        settings.announce(f"[fmlbench] {item}: {line}")
+    try:
+        live.update(notice=line)
+        if settings.announce is not None:
+            settings.announce(f"[fmlbench] {item}: {line}")
+    except Exception as exc:  # a line shown to the user is no reason to lose the run's final test
+        settings.log(f"{item}: the line above could not be shown: {exc!r}")
 
 
 def _final_test(task: Task, session: HarnessSession, store: RunStore, record: RunRecord, env: dict[str, str], manifest,

@@ -38,6 +38,15 @@ class StepThenEdit(Agent):
         session.run_step("improve", plan="never run")
 
 
+class TwoSteps(StepThenEdit):
+    def run(self, session):
+        config = json.loads(session.files["config.json"])
+        session.edit([WholeFile("config.json", json.dumps({**config, "lr": 0.5, "epochs": 150}))])
+        session.run_step("improve", plan="tuned")
+        session.edit([WholeFile("config.json", json.dumps({**config, "lr": 0.4, "epochs": 150}))])
+        session.run_step("improve", plan="tuned again")
+
+
 def run_in_process(tmp_path, agent_cls, mode="in process", announce=None):
     settings = RunSettings(agent_cls=agent_cls, agent_name=agent_cls.name, agent_options=agent_cls.Options(),
                            out_dir=tmp_path / "out", steps=2, sandboxed=False, agent_mode=mode, warm=False,
@@ -64,6 +73,17 @@ def test_a_harness_failure_while_serving_the_agent_still_tests_the_best_code(tmp
     assert len(steps) == 1 and rec.best_step == 1
     # the recorded step's code, not the baseline's, got its final test
     assert rec.test_metric is not None and not rec.test_on_baseline and rec.test_error is None
+
+    # a kill tore the line of a step in flight; the resumed run replays step 1 and appends after it, not after
+    # the torn bytes
+    store = RunStore(next((tmp_path / "out" / "runs" / "toy_task").iterdir()))
+    with open(store.steps_path, "ab") as fh:
+        fh.write(b'{"step": 2, "action": "impr')
+    resumed = execute(load_task(TOY / "task.yaml"), 0, RunSettings(
+        agent_cls=TwoSteps, agent_name=StepThenEdit.name, agent_options=TwoSteps.Options(), out_dir=tmp_path / "out",
+        steps=2, sandboxed=False, agent_mode="in process", warm=False))
+    assert resumed.record.status == "finished" and resumed.record.resumed_from_step == 1
+    assert [s.step for s in store.load_steps()] == [1, 2]
 
 
 def test_an_external_agent_that_breaks_the_protocol_after_a_step_still_gets_its_final_test(tmp_path):
@@ -244,3 +264,24 @@ def test_a_session_reports_every_run_it_can_and_names_those_it_cannot(pytester, 
                    for line in out.splitlines()) == 1, what
     # the hostile names are reported, or left out in one line: never the end of the session's report
     assert "[/]evil[bold" in agents or "of agent [/]evil[bold" in out
+
+
+def test_a_run_that_cannot_be_scored_is_left_out_and_the_others_are_scored(tmp_path, monkeypatch):
+    from pytest_fmlbench.reports.runs import load_runs
+    from pytest_fmlbench.scoring import aggregate
+    from pytest_fmlbench.scoring.aggregate import Scores
+
+    real = aggregate.score_run
+
+    def score_run(run):
+        if run.agent == "unscorable":
+            raise ZeroDivisionError("a record no scorer expected")
+        return real(run)
+
+    monkeypatch.setattr(aggregate, "score_run", score_run)
+    dirs = [write_run(tmp_path, [(0.6, {})], agent=agent, test_metric=0.7) for agent in ("good", "unscorable")]
+    told = []
+    scores = Scores.from_runs(load_runs(dirs), encoder=None, left_out=lambda item, why: told.append((item, why)))
+    assert list(scores.runs["agent"]) == ["good"]
+    assert [why for _, why in told] == ["cannot be scored: ZeroDivisionError: a record no scorer expected"]
+    assert told[0][0][2] == dirs[1]

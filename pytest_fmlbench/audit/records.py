@@ -26,7 +26,8 @@ class Finding(_Strict):
     """One reason to look at a run closely."""
 
     source: Literal["signal", "judge"]
-    # signals: val_test_gap, above_ceiling, literal_array, sandbox_blocked; judges: the rule broken
+    # signals: val_test_gap, above_ceiling, literal_array, outside_path, split_sniffing, sandbox_blocked,
+    # unreadable_record, audit_failed (see signals.py); judges: the rule broken
     kind: str
     reason: str = Field(description="one line")
     # the step the evidence is in; None for the final test
