@@ -6,6 +6,10 @@ tokens, dollars and elapsed time. The controller polls that folder: a terminal g
 (rich), anything else (CI logs) one plain line per finished step. Files are the channel because a
 step's progress happens inside a worker, where xdist carries nothing to the controller until the
 item ends.
+
+The item's name is ours, but the action, a notice and a Slurm state may carry an agent's words (or
+anything, in a file edited since): every line and cell passes ``safe_text.printable`` before a terminal
+sees it, and the live table shows its cells as plain text, never as rich markup.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .safe_text import printable
 
 LIVE_DIR = "live"
 # under LIVE_DIR: one file per Slurm job (item, job id, Slurm state), written by the --slurm controller
@@ -75,14 +81,14 @@ def describe(state: dict[str, Any]) -> dict[str, str]:
     g = gain(state)
     cost = state.get("cost_usd")
     return {
-        "item": state["item"],
+        "item": printable(state["item"]),
         "step": f"{state['step']}/{state['steps_total']}",
         "best": "-" if best is None else f"{best:.4g}" + ("" if g is None else f" ({g:+.3f})"),
         "failed": str(state.get("failed", 0)),
         "tokens": f"{state.get('tokens', 0):,}",
         "cost": "unknown" if cost is None else f"${cost:.4f}",
         "elapsed": _clock(time.time() - state["started"]),
-        "action": state.get("action") or "",
+        "action": printable(state.get("action") or ""),
     }
 
 
@@ -104,7 +110,8 @@ def plain_line(state: dict[str, Any]) -> str:
     d = describe(state)
     last = state.get("last") or {}
     outcome = "failed" if not last.get("success") else f"{last.get('metric'):.4g}"
-    return (f"[fmlbench] {d['item']} step {state['done']}/{state['steps_total']} {last.get('action', '')} -> "
+    action = printable(last.get("action", ""))
+    return (f"[fmlbench] {d['item']} step {state['done']}/{state['steps_total']} {action} -> "
             f"{outcome}; best {d['best']}, failed {d['failed']}, tokens {d['tokens']}, {d['cost']}, {d['elapsed']}")
 
 
@@ -219,9 +226,11 @@ class LiveDisplay:
             notice = state.get("notice")
             if notice and self.seen_notices.get(state["_id"]) != notice:
                 self.seen_notices[state["_id"]] = notice
-                line = f"[fmlbench] {state['item']}: {notice}"
+                line = f"[fmlbench] {printable(state['item'])}: {printable(notice)}"
                 if self.live is not None:
-                    self.live.console.print(line, markup=False, highlight=False)
+                    from rich.text import Text
+
+                    self.live.console.print(Text(line))
                 else:
                     self.write_line(line)
         if self.live is not None:
@@ -234,25 +243,23 @@ class LiveDisplay:
         for run_id, job in jobs.items():
             if self.seen_jobs.get(run_id) != job["state"]:
                 self.seen_jobs[run_id] = job["state"]
-                self.write_line(f"[fmlbench] {job['item']} slurm job {job['job_id']}: {job['state']}")
+                self.write_line(printable(f"[fmlbench] {job['item']} slurm job {job['job_id']}: {job['state']}", None))
         for state in states:
             seen = self.seen_steps.get(state["_id"], 0)
             for done, line in state.get("lines", []):
                 if done > seen:
                     seen = done
-                    self.write_line(line)
+                    self.write_line(printable(line, None))
             self.seen_steps[state["_id"]] = seen
 
     @staticmethod
     def _table(states: list[dict[str, Any]]):
-        from rich.markup import escape
-        from rich.table import Table
+        from .reports.text import LiteralTable
 
-        table = Table(title="FML-bench: running", title_justify="left", expand=False)
+        table = LiteralTable(title="FML-bench: running", title_justify="left", expand=False)
         for column in ("task", "step", "best val (gain)", "failed", "tokens", "cost", "elapsed", "action"):
             table.add_column(column)
         for state in states:
             d = describe(state)
-            # "[seed0]" would read as rich markup
-            table.add_row(*(escape(d[k]) for k in ("item", "step", "best", "failed", "tokens", "cost", "elapsed", "action")))
+            table.add_row(*(d[k] for k in ("item", "step", "best", "failed", "tokens", "cost", "elapsed", "action")))
         return table

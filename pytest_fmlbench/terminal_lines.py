@@ -2,6 +2,9 @@
 
 pytest's ensure_newline() knows only of its own file prefixes; under xdist the progress letters and
 "[100%]" leave the line open without one, and a line written then was glued to them.
+
+A line may carry an agent's words: its control characters (escape sequences, carriage returns) are
+spelt out here, whatever the caller did, so no line steers the terminal.
 """
 
 from __future__ import annotations
@@ -9,13 +12,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from .safe_text import printable
+
 
 def write_whole_line(reporter, line: str, **markup: bool) -> None:
     """Writes ``line`` on a line of its own: never after what the terminal's line already holds."""
     reporter.ensure_newline()
     if reporter._tw.width_of_current_line:
         reporter._tw.line()
-    reporter.write_line(line, **markup)
+    reporter.write_line(printable(line, None), **markup)
     reporter.flush()
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from rich.table import Table
 
+from ..reports.text import LiteralTable, wrapped
 from ..scoring.aup import solver_name
 from .rubric import load_rubric
 
@@ -41,7 +41,7 @@ def research_table(runs: pd.DataFrame) -> list:
         return [f"Research review: no judge gave a usable review ({_judges_line(runs)})"]
     solvers = sorted({(a, m) for a, m in zip(judged["agent"], judged["model"])})
     title = f"Research review ({rubric.id}, 1-10) — {_judges_line(runs)}"
-    table = Table(title=title, title_justify="left")
+    table = LiteralTable(title=title, title_justify="left")
     table.add_column("Task", no_wrap=True)
     if len(solvers) == 1:
         for d in dims:
@@ -73,13 +73,14 @@ def suspect_table(runs: pd.DataFrame) -> list:
     flagged = audited[audited["suspect"] > 0]
     if flagged.empty:
         return [f"Suspect runs: none of {len(audited)} audited run(s)"]
-    table = Table(title=f"Suspect runs ({len(flagged)} of {len(audited)} audited; scores unchanged)",
-                  title_justify="left")
+    table = LiteralTable(title=f"Suspect runs ({len(flagged)} of {len(audited)} audited; scores unchanged)",
+                         title_justify="left")
+    # the reasons keep a readable width however long an agent's name is
     for col, wrap in (("Agent", False), ("Task", False), ("Seed", False), ("Why", True)):
-        table.add_column(col, no_wrap=not wrap, overflow="fold")
+        table.add_column(col, no_wrap=not wrap, overflow="fold", min_width=40 if wrap else None)
     for _, row in flagged.sort_values(["task", "agent", "seed"]).iterrows():
         table.add_row(solver_name(row["agent"], row["model"]), row["task"], str(row["seed"]),
-                      str(row["suspect_reasons"]))
+                      wrapped(str(row["suspect_reasons"])))
     return [table]
 
 

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from ..audit.tables import audit_items
     from ..llm import LLMSettings, LLMSetupError
     from ..reports.text import print_whole
+    from ..safe_text import one_line, printable
     from ..scoring.aggregate import Scores
 
     runs = runs_under(args.run_dirs)
@@ -81,11 +82,12 @@ def run(args: argparse.Namespace) -> int:
     for record, steps, run_dir in runs:
         audit = audit_run(run_dir, specs.get(record.task), judge, record=record)
         audited.append((record, steps, run_dir))
-        name = f"{record.task}[seed{record.seed}] {record.agent}/{record.model or '-'}"
+        # the record's names, and a judge's words, may be an agent's: one line each, spelt out
+        name = f"{printable(record.task)}[seed{record.seed}] {printable(record.agent)}/{printable(record.model or '-')}"
         print(f"{name}: {'SUSPECT' if audit.suspect else 'not suspect'}"
               + (f" ({len(audit.reasons)} reason(s))" if audit.suspect else ""))
         for line in audit.errors:
-            print(f"  {line}")
+            print(f"  {one_line(line)}")
         for outcome in audit.judges:
             calls, replayed = calls + outcome.usage.calls, replayed + outcome.usage.replayed
             if outcome.usage.new_cost_usd is None:

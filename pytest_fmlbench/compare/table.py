@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
 from .diff import NO_SEEDS, RULE, Comparison, Delta, TaskComparison
-from ..reports.text import print_whole
+from ..reports.text import LiteralTable, print_whole
+from ..safe_text import printable
 
 
 def _num(value: float, digits: int = 3, signed: bool = False) -> str:
@@ -36,15 +36,15 @@ def _seeds(t: TaskComparison) -> str:
 
 
 def regression_line(t: TaskComparison) -> str:
-    return (f"regression: {t.task} ({t.solver}): NI {_num(t.ni.old)} -> {_num(t.ni.new)} "
+    return (f"regression: {printable(t.task)} ({printable(t.solver)}): NI {_num(t.ni.old)} -> {_num(t.ni.new)} "
             f"(drop {_num(t.drop())}; {t.ni.verdict})")
 
 
 def render(comparison: Comparison, width: int = 160, threshold: float | None = None) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
-    table = Table(title=f"Comparison: {comparison.old_label} (old) -> {comparison.new_label} (new)",
-                  title_justify="left")
+    table = LiteralTable(title=f"Comparison: {comparison.old_label} (old) -> {comparison.new_label} (new)",
+                         title_justify="left")
     table.add_column("Agent/model", overflow="fold")
     table.add_column("Task", no_wrap=True)
     table.add_column("Seeds", overflow="fold")
@@ -65,9 +65,10 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     print_whole(console, table)
     for name, only in (("OLD", comparison.only_old), ("NEW", comparison.only_new)):
         if only:
-            console.print(f"only in {name} ({comparison.old_label if name == 'OLD' else comparison.new_label}): "
-                          + ", ".join(f"{task} ({solver})" for solver, task in only))
-    console.print(f"matched on {comparison.matching}; deltas are new - old, mean ± SEM over paired seeds; {RULE}")
+            label = comparison.old_label if name == "OLD" else comparison.new_label
+            print_whole(console, f"only in {name} ({printable(label)}): "
+                        + ", ".join(f"{printable(task)} ({printable(solver)})" for solver, task in only))
+    print_whole(console, f"matched on {comparison.matching}; deltas are new - old, mean ± SEM over paired seeds; {RULE}")
     return buffer.getvalue()
 
 
@@ -91,13 +92,15 @@ def noise(t: TaskComparison) -> str:
 
 
 def write_csv(comparison: Comparison, path: Path) -> Path:
+    from ..reports.csv_files import formula_safe  # the scorer's imports stay off the plugin's import path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # tasks on one side only are rows too, with only_in saying which side
     extra = [{"solver": s, "task": t, "only_in": "old"} for s, t in comparison.only_old] + \
             [{"solver": s, "task": t, "only_in": "new"} for s, t in comparison.only_new]
     frame = pd.concat([comparison.frame().assign(only_in=""), pd.DataFrame(extra)], ignore_index=True)
-    frame.to_csv(path, index=False)
+    formula_safe(frame).to_csv(path, index=False)
     return path
 
 

@@ -1,5 +1,9 @@
 """The tables as CSV files, with the original's column names so they line up with its
-compute_agent_metrics.py: per agent/model folder and side by side."""
+compute_agent_metrics.py: per agent/model folder and side by side.
+
+Agents name themselves and their options, and their words reach the notes: every text cell, row label and
+column name passes :func:`..safe_text.csv_cell` (no cell a spreadsheet would run as a formula), and the
+per-agent folder's name :func:`..safe_text.file_name`."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..safe_text import csv_cell, file_name
 from ..scoring.aggregate import AUTO, Scores
 from ..scoring.aup import BASELINE, aup_table, solver_name
 from ..scoring.metrics import PROCESS_COLUMNS
@@ -30,6 +35,16 @@ def _with_mean(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return pd.concat([frame[columns], pd.DataFrame([mean], index=pd.Index(["MEAN"], name=frame.index.name))])
 
 
+def formula_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text (cells, row labels, column names) made a safe CSV cell; numbers unchanged."""
+    safe = frame.rename(index=csv_cell, columns=csv_cell)
+    for column in range(safe.shape[1]):
+        values = safe.iloc[:, column]
+        if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+            safe.isetitem(column, values.map(csv_cell))
+    return safe
+
+
 def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[Path]:
     """Per (agent, model) folder: raw_performance.csv, normalized_improvement.csv, process_metrics.csv (one
     row per task and a MEAN row, the original's column names) and runs.csv (one row per seed); beside them
@@ -40,11 +55,11 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
 
     def save(frame: pd.DataFrame, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(path)
+        formula_safe(frame).to_csv(path)
         written.append(path)
 
     for (agent, model), group in scores.groups():
-        folder = out_dir / f"{agent}__{model}".replace("/", "-")
+        folder = out_dir / file_name(f"{agent}__{model}".replace("/", "-"))
         tasks = group.per_task()
         raw = _with_mean(tasks, ["metric", "direction", "transform", "baseline_test", "raw_test", "raw_test_sem",
                                  "seeds", "note", "encoder"])

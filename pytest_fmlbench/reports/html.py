@@ -2,8 +2,9 @@
 every step (what it did, its error tail, its code diff against its parent).
 
 The page opens from disk with no server and no network: plotly.js is inlined once in the head and each
-figure only carries its data. Text from runs is escaped by the template (autoescape); figure data is
-serialised by plotly, which escapes ``<`` and ``/`` inside its JSON.
+figure only carries its data. Text from runs is escaped by the template (autoescape, and no ``|safe``);
+the transcripts' JSON by ``TranscriptPayload.to_script``; figure data is serialised by plotly, which
+escapes ``</`` inside its JSON, and its labels are escaped and spelt out by :mod:`.figures`.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def write_html(runs: list[tuple], path: Path, scores: Scores | None = None, enco
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(render_html(runs, scores, encoder), encoding="utf-8")
+    # a lone surrogate (an agent's text in an older record) cannot be UTF-8: it is written as its escape,
+    # which inside the page's JSON is the same string again
+    tmp.write_text(render_html(runs, scores, encoder), encoding="utf-8", errors="backslashreplace")
     os.replace(tmp, path)
     return path

@@ -14,13 +14,13 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
 from ..scoring.aggregate import AUTO, Scores
 from ..scoring.aup import aup_table, solver_name
 from ..scoring.metrics import EXPLORATION, PROCESS_COLUMNS
+from ..safe_text import printable
 from .runs import as_scores
-from .text import print_whole
+from .text import LiteralTable, print_whole, wrapped
 
 HEADERS = {
     "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
@@ -76,7 +76,7 @@ def agent_tables(scores: Scores, title: str) -> list:
     tasks = scores.per_task()
     summary = scores.summary()
 
-    raw = Table(title=f"Raw Performance — {title}", title_justify="left")
+    raw = LiteralTable(title=f"Raw Performance — {title}", title_justify="left")
     # a number is never split: its columns do not wrap (print_whole widens a table that does not fit)
     raw.add_column("Task", no_wrap=True)
     raw.add_column("Metric", overflow="fold")
@@ -87,18 +87,20 @@ def agent_tables(scores: Scores, title: str) -> list:
     for task, row in tasks.iterrows():
         metric = row["metric"] + (" (-log10)" if row["transform"] == "neg_log10" else "")
         raw.add_row(task, metric, _arrow(row["direction"]), fmt(row["baseline_test"]),
-                    fmt(row["raw_test"], row["raw_test_sem"]), str(row["seeds"]), row["note"])
+                    fmt(row["raw_test"], row["raw_test_sem"]), str(row["seeds"]),
+                    wrapped(row["note"]))
 
-    norm = Table(title=f"Normalized Improvement — {title}", title_justify="left")
+    norm = LiteralTable(title=f"Normalized Improvement — {title}", title_justify="left")
     for col in ("Task", "NI (test)", "NI (best val)"):
         norm.add_column(col, justify="left" if col == "Task" else "right", no_wrap=True)
     norm.add_column("Note", overflow="fold")
     for task, row in tasks.iterrows():
-        norm.add_row(task, fmt(row["ni"], row["ni_sem"]), fmt(row["ni_val"], row["ni_val_sem"]), row["note"])
+        norm.add_row(task, fmt(row["ni"], row["ni_sem"]), fmt(row["ni_val"], row["ni_val_sem"]),
+                     wrapped(row["note"]))
     norm.add_section()
     norm.add_row("Mean", fmt(summary["ni"]), fmt(summary["ni_val"]), "plain mean over tasks, NaN skipped")
 
-    proc = Table(title=f"Process-Level metrics — {title}", title_justify="left")
+    proc = LiteralTable(title=f"Process-Level metrics — {title}", title_justify="left")
     proc.add_column("Task", no_wrap=True)
     for col in PROCESS_COLUMNS:
         proc.add_column(HEADERS[col], justify="right", no_wrap=True)
@@ -118,7 +120,7 @@ def side_by_side(scores: Scores) -> list:
     tasks = sorted(scores.runs["task"].unique())
     first = scores.runs.groupby("task").first()
 
-    raw = Table(title="Raw Performance (test; mean ± SEM over seeds)", title_justify="left")
+    raw = LiteralTable(title="Raw Performance (test; mean ± SEM over seeds)", title_justify="left")
     raw.add_column("Task", no_wrap=True)
     raw.add_column("Dir")
     raw.add_column("Baseline", justify="right")
@@ -128,7 +130,7 @@ def side_by_side(scores: Scores) -> list:
         cells = [_cell(per_task[name], task, "raw_test") for name, _ in groups]
         raw.add_row(task, _arrow(first.loc[task, "direction"]), fmt(first.loc[task, "baseline_test"]), *cells)
 
-    norm = Table(title="Normalized Improvement (test)", title_justify="left")
+    norm = LiteralTable(title="Normalized Improvement (test)", title_justify="left")
     norm.add_column("Task", no_wrap=True)
     for name, _ in groups:
         norm.add_column(name, justify="right", no_wrap=True)
@@ -139,7 +141,7 @@ def side_by_side(scores: Scores) -> list:
     tables = [raw, norm]
 
     for group, columns in GROUPS.items():
-        table = Table(title=group, title_justify="left")
+        table = LiteralTable(title=group, title_justify="left")
         if len(columns) == 1:
             # a one-metric group is shown per task, as the val-test gap per task is read
             col = columns[0]
@@ -161,13 +163,13 @@ def side_by_side(scores: Scores) -> list:
         if group == "Exploration":
             tables.append(f"Exploration metrics: encoder: {scores.encoder}")
 
-    notes = Table(title="Notes (runs not scored as plain 'ok')", title_justify="left")
+    notes = LiteralTable(title="Notes (runs not scored as plain 'ok')", title_justify="left")
     for col in ("Agent", "Task", "Note"):
         notes.add_column(col, overflow="fold")
     for name, _ in groups:
         for task, row in per_task[name].iterrows():
             if row["note"] != "ok":
-                notes.add_row(name, task, row["note"])
+                notes.add_row(name, task, wrapped(row["note"]))
     if notes.row_count:
         tables.append(notes)
     return tables
@@ -183,7 +185,7 @@ def _cell(tasks: pd.DataFrame, task: str, col: str, process: bool = False) -> st
 def aup_rich(scores: Scores) -> list:
     table = aup_table(scores)
     seeds = int(scores.runs.groupby(["agent", "model", "task"]).size().max())
-    out = Table(title="AUP (MLGym performance profiles)", title_justify="left")
+    out = LiteralTable(title="AUP (MLGym performance profiles)", title_justify="left")
     out.add_column("Profile", no_wrap=True)
     for solver in table.index:
         out.add_column(solver, justify="right", no_wrap=True)
@@ -202,7 +204,7 @@ def summary_items(scores: Scores) -> list:
     groups = scores.groups()
     if len(groups) == 1:
         (agent, model), group = groups[0]
-        items = agent_tables(group, f"{agent} / {model}")
+        items = agent_tables(group, printable(f"{agent} / {model}"))
     else:
         items = side_by_side(scores)
     # the audit's research review (the fourth table) and suspect runs, then AUP
