@@ -16,6 +16,7 @@ from .record import RunRecord, RunStore
 from .runner import RunBusy, RunError, RunOutcome, execute, run_dir_for
 from .scoring import ni_test
 from .spec import FULL_FOLDER, TASK_FILE, Task, TaskSpecError, load_task
+from .terminal_lines import write_whole_line
 
 BENCH_KEY = pytest.StashKey["BenchConfig | None"]()
 # how an item's run is carried out: runner.execute here, a Slurm job's result under --slurm
@@ -117,9 +118,7 @@ class TaskItem(pytest.Item):
             self._show_progress()  # the display shows it from the live file, once
             return
         with self._capture_off():
-            reporter.ensure_newline()
-            reporter.write_line(line)
-            reporter.flush()
+            write_whole_line(reporter, line)  # spelt out: the line may quote an agent's words
 
     def _show_progress(self) -> None:
         """The live display runs in this process (no -n, no --slurm): it shows the run's progress now."""
