@@ -312,8 +312,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             pool.close()
     if agent.kind == "failed":
         finish("error", error=f"agent {settings.agent_name} {agent.reason}\n{agent.detail}"[-4000:])
-        tested = "the final test ran on the best code so far" if record.test_metric is not None else "no test result"
-        raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason} ({tested})")
+        raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason}")
     if agent.kind == "stopped":
         return finish("stopped", stop_reason=agent.reason)
     return finish("finished", end_reason=agent.reason or None)
