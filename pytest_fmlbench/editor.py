@@ -6,6 +6,12 @@ written. ``Editor.apply`` applies an edit touching several files all or nothing,
 matching exactly once; ``apply_each`` computes the FML-bench port's way (code_editor.py 305-352): each
 file or block on its own, in order, a failing one skipped, the first match replaced, and code calling
 one of the port's blocklisted functions refused.
+
+An edit is an agent's data: whatever it holds, applying it never raises, and costs time and memory bounded
+by the caps. A file is at most MAX_EDITABLE_BYTES at every point of an edit (a SEARCH/REPLACE block that
+would grow it past the cap fails there). Python's parser needs several hundred bytes of memory per byte of
+a dense source file (``x=1`` lines: 1.2 GB for 2 MB), so a file over PARSE_IN_PROCESS_CHARS is parsed in a
+short-lived process of its own, within PARSE_MEMORY_BYTES and PARSE_TIMEOUT_S, never in the harness's.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import ast
 import json
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -51,7 +59,16 @@ class EditError(ValueError):
     """An edit that cannot be applied; the message says which file and why."""
 
 
-MAX_EDITABLE_BYTES = 8 << 20
+# an editable file, in UTF-8: 128 times the largest file any task's baseline has (8 KB), and more code than a
+# model's context shows (about 250k tokens); it bounds the protocol's message (protocol.MAX_MESSAGE_BYTES)
+MAX_EDITABLE_BYTES = 1 << 20
+# Python's parser costs up to ~620 bytes per source byte: at most ~40 MB in the harness's process
+PARSE_IN_PROCESS_CHARS = 64 << 10
+# the separate parse of a larger file: the densest 1 MiB file needs about 650 MB and 4 s
+PARSE_MEMORY_BYTES = 1536 << 20
+PARSE_TIMEOUT_S = 60.0
+# what no editable file holds: NUL (Python refuses it, no text file has it), lone surrogates (not Unicode)
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 class Editor:
@@ -86,6 +103,8 @@ class Editor:
             new_content = self._plan(edits)
         except EditError as exc:
             return EditResult(applied=False, error=str(exc))
+        except (RecursionError, MemoryError) as exc:
+            return EditResult(applied=False, error=f"the edit could not be checked: {type(exc).__name__}")
         for rel, content in new_content.items():
             self._write(rel, content)
         return EditResult(applied=True, changed=tuple(sorted(r for r, c in new_content.items() if before[r] != c)))
@@ -102,9 +121,13 @@ class Editor:
         for edit in edits:
             rel = self._check_path(edit.path)
             if isinstance(edit, WholeFile):
+                _check_text(rel, edit.content)
                 staged[rel] = edit.content
             else:
+                _check_text(rel, edit.replace)
                 staged[rel] = _search_replace(rel, staged[rel], edit.search, edit.replace)
+            # before the next block searches it: each block's cost stays bounded by the cap
+            _check_size(rel, staged[rel])
             touched[rel] = staged[rel]
         for rel, content in touched.items():
             _validate(rel, content)
@@ -116,9 +139,23 @@ class Editor:
         # write a new inode and rename over the old entry: a link planted at this path is replaced,
         # never followed into a protected file
         tmp = target.with_name(f".{target.name}.fmlbench-edit")
-        with open(tmp, "w") as fh:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
             fh.write(content)
         os.replace(tmp, target)
+
+
+def _check_text(rel: str, content: str) -> None:
+    bad = _NOT_TEXT.search(content)
+    if bad is not None:
+        what = "NUL" if bad.group() == "\0" else f"a lone surrogate (U+{ord(bad.group()):04X})"
+        raise EditError(f"{rel}: holds {what}, which no source file holds")
+
+
+def _check_size(rel: str, content: str) -> None:
+    # a string of only ASCII (known without a scan) is its own length in UTF-8
+    size = len(content) if len(content) > MAX_EDITABLE_BYTES or content.isascii() else len(content.encode())
+    if size > MAX_EDITABLE_BYTES:
+        raise EditError(f"{rel}: {size} bytes or more; an editable file holds at most {MAX_EDITABLE_BYTES}")
 
 
 def _search_replace(rel: str, text: str, search: str, replace: str) -> str:
@@ -164,8 +201,9 @@ def blocked_calls(code: str) -> list[str]:
     called by name (never a method such as model.eval()) when the code parses."""
     found = [label for label, pattern in BLOCKED_CALLS if pattern.search(code)]
     try:
+        # in the agent's process (apply_each is the agent's side), within its own memory limit
         tree = ast.parse(code)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return found
     found += [f"{node.func.id}() [line {node.lineno}]" for node in ast.walk(tree)
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval")]
@@ -199,6 +237,8 @@ def apply_each(files: dict[str, str], edits: list[Edit]) -> EachApplied:
                 continue
             new, added, what = staged[rel].replace(edit.search, edit.replace, 1), edit.replace, "REPLACE block"
         try:
+            _check_text(rel, added)
+            _check_size(rel, new)
             _validate(rel, new)
         except EditError as exc:
             skipped.append(f"{exc}{' after the SEARCH/REPLACE' if what == 'REPLACE block' else ''}")
@@ -214,13 +254,65 @@ def apply_each(files: dict[str, str], edits: list[Edit]) -> EachApplied:
 
 
 def _validate(rel: str, content: str) -> None:
+    """Raises EditError, one line, for a Python file that does not parse or a JSON file that does not load."""
     if rel.endswith(".py"):
-        try:
-            ast.parse(content, filename=rel)
-        except SyntaxError as exc:
-            raise EditError(f"{rel}: does not parse: {exc.msg} (line {exc.lineno})") from None
+        problem = syntax_problem(rel, content)
+        if problem:
+            raise EditError(f"{rel}: does not parse: {problem}")
     elif rel.endswith(".json"):
         try:
             json.loads(content)
         except json.JSONDecodeError as exc:
             raise EditError(f"{rel}: invalid JSON: {exc.msg} (line {exc.lineno})") from None
+        except (ValueError, RecursionError, MemoryError) as exc:
+            # an integer of more digits than Python converts, nesting past the recursion limit
+            raise EditError(f"{rel}: invalid JSON: {_first_line(exc)}") from None
+
+
+def syntax_problem(rel: str, source: str) -> str | None:
+    """Why ``source`` is not Python (one line), or None when it parses."""
+    if len(source) > PARSE_IN_PROCESS_CHARS:
+        return _syntax_problem_apart(rel, source)
+    try:
+        ast.parse(source, filename=rel)
+    except SyntaxError as exc:
+        return _first_line(exc.msg + (f" (line {exc.lineno})" if exc.lineno else ""))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return _first_line(exc)
+    return None
+
+
+# the separate parse: its limits first, the source from stdin, one line of answer (none: it parses)
+_PARSE_APART = """
+import ast, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
+source = sys.stdin.buffer.read().decode()
+try:
+    ast.parse(source, filename=sys.argv[1])
+except SyntaxError as exc:
+    sys.stdout.buffer.write((exc.msg + (f" (line {exc.lineno})" if exc.lineno else "")).encode())
+except MemoryError:
+    sys.exit(3)
+except (ValueError, RecursionError) as exc:
+    sys.stdout.buffer.write(f"{type(exc).__name__}: {exc}".encode())
+"""
+
+
+def _syntax_problem_apart(rel: str, source: str) -> str | None:
+    memory = f"{PARSE_MEMORY_BYTES >> 20} MB"
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", _PARSE_APART, rel, str(PARSE_MEMORY_BYTES)],
+                              input=source.encode(), capture_output=True, timeout=PARSE_TIMEOUT_S, env={})
+    except subprocess.TimeoutExpired:
+        return f"the harness could not parse it within {PARSE_TIMEOUT_S:g} s"
+    if done.returncode != 0:
+        return f"the harness could not parse it within {memory} of memory (its parser exited {done.returncode})"
+    answer = done.stdout.decode(errors="replace").strip()
+    return _first_line(answer) if answer else None
+
+
+def _first_line(problem: object) -> str:
+    """An exception or a parser's answer as one line: its first, cut, control characters spelt out."""
+    lines = str(problem).strip().splitlines()
+    line = lines[0][:300] if lines else type(problem).__name__
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in line)

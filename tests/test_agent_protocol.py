@@ -25,8 +25,7 @@ from pytest_fmlbench.workspace import Workspace
 TOY = Path(__file__).parent / "data" / "toy_task"
 
 
-@pytest.fixture
-def dispatcher(tmp_path):
+def toy_dispatcher(tmp_path: Path) -> Dispatcher:
     shutil.copytree(TOY, tmp_path / "toy_task")
     task = load_task(tmp_path / "toy_task" / "task.yaml")
     store = RunStore(tmp_path / "run")
@@ -39,6 +38,11 @@ def dispatcher(tmp_path):
     workspace = Workspace.create(task, store.dir / "search", scrubbed_env(), store.logs, sandboxed=False)
     session = HarnessSession(spec, workspace, store, record, workspace.take_manifest())
     return Dispatcher(session)
+
+
+@pytest.fixture
+def dispatcher(tmp_path):
+    return toy_dispatcher(tmp_path)
 
 
 def ask(dispatcher, op, request_id=1, **args):
@@ -156,8 +160,11 @@ def test_the_session_client_gives_what_the_harness_holds(dispatcher):
 
 
 def test_an_agents_last_words_stay_one_printable_line():
-    done = p.DoneArgs(outcome="crashed", error_type="Boom\x1b[31m", reason="\x1b[2J\x1b[Hall tests PASSED\nmore")
-    outcome = from_done(done)
+    said = {"outcome": "crashed", "error_type": "Boom\x1b[31m", "reason": "\x1b[2J\x1b[Hall tests PASSED\nmore"}
+    with pytest.raises(p.ProtocolViolation, match="U\\+001B"):
+        p.DoneArgs.model_validate(said)
+    # the Python client spells the escapes out before it sends them
+    outcome = from_done(p.DoneArgs.model_validate(p.clean_args("done", said)))
     assert outcome.kind == "failed" and "\n" not in outcome.reason and "\x1b" not in outcome.reason
     assert outcome.reason == "crashed: Boom\\x1b[31m: \\x1b[2J\\x1b[Hall tests PASSED"
     assert from_done(p.DoneArgs(outcome="stopped", reason="x" * 5000)).reason.endswith(" [...]")

@@ -19,7 +19,7 @@ from ..session import Session
 from ..stops import BudgetExhausted, RunStopped
 from .locate import AgentLocator
 from .needs import needs_of
-from .protocol import MAX_CAUGHT, MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode, encode
+from .protocol import MAX_CAUGHT, MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode_reply, encode
 from .transport import HarnessGone, SocketTransport, hello
 
 
@@ -69,7 +69,7 @@ def _run(sock: socket.socket) -> int:
 
 
 def _describe(sock: socket.socket) -> int:
-    request = decode(sock.makefile("rb").readline(MAX_MESSAGE_BYTES))
+    request = decode_reply(sock.makefile("rb").readline(MAX_MESSAGE_BYTES))
     spec = request["locator"]["spec"]
     try:
         cls = AgentLocator.from_json(request["locator"]).load()

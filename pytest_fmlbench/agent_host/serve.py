@@ -97,7 +97,7 @@ def _serve(conn: socket.socket, waiter: selectors.BaseSelector, dispatcher: Disp
                 if scanned > MAX_MESSAGE_BYTES:
                     raise Ended(BROKE_PROTOCOL, f"a message of more than {MAX_MESSAGE_BYTES} bytes")
                 break
-            line = bytes(buffer[:end])
+            line = buffer[:end]  # one copy of it: a message may be MAX_MESSAGE_BYTES
             del buffer[:end + 1]
             scanned = 0
             if len(line) > MAX_MESSAGE_BYTES:

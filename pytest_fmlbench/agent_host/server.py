@@ -38,8 +38,9 @@ class Dispatcher:
         # an LLM budget the harness found crossed: the run is over, whatever the agent makes of it
         self.stop_reason: str | None = None
 
-    def handle_line(self, line: bytes) -> bytes:
-        """One request line in, one reply line out. Raises ProtocolViolation, or the harness's own failure."""
+    def handle_line(self, line: bytes | bytearray) -> bytes:
+        """One request line in, one reply line out. Raises ProtocolViolation (the line is no message of the
+        protocol: see its module), or the harness's own failure."""
         if self.fatal is not None:
             raise self.fatal
         message = p.decode(line)

@@ -2,7 +2,9 @@
 
 ``SocketTransport`` speaks over the socket an agent process inherits (or any connected stream socket);
 ``LocalTransport`` hands the same encoded messages straight to the harness's dispatcher, for an agent
-run inside the harness's process (``--agent-in-process``), so both go through one code path.
+run inside the harness's process (``--agent-in-process``), so both go through one code path. Both send
+an agent's texts as the harness takes them (``protocol.clean_args``): a model's reply or a tool's output
+quoted in a plan or an ``extra`` never breaks the protocol.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import threading
 from typing import Any, Protocol
 
 from .protocol import (
-    BAD_REQUEST, BUDGET_EXHAUSTED, LLM_CALL_ERROR, MAX_MESSAGE_BYTES, RUN_STOPPED, VERSION, ProtocolViolation,
-    RequestError, decode, encode,
+    BAD_REQUEST, BUDGET_EXHAUSTED, LLM_CALL_ERROR, RUN_STOPPED, VERSION, ProtocolViolation, RequestError, clean_args,
+    decode_reply, encode,
 )
 
 
@@ -37,13 +39,14 @@ class SocketTransport:
         with self._lock:
             self._next_id += 1
             try:
-                self._sock.sendall(encode({"id": self._next_id, "op": op, "args": args}))
-                line = self._reader.readline(MAX_MESSAGE_BYTES + 1)
+                self._sock.sendall(encode({"id": self._next_id, "op": op, "args": clean_args(op, args)}))
+                # a reply may be larger than a request may be (the journal of a long run): the harness wrote it
+                line = self._reader.readline()
             except OSError as exc:
                 raise HarnessGone(f"the harness closed the connection ({exc})") from None
         if not line.endswith(b"\n"):
             raise HarnessGone("the harness closed the connection")
-        return unwrap(decode(line))
+        return unwrap(decode_reply(line))
 
 
 class LocalTransport:
@@ -55,8 +58,8 @@ class LocalTransport:
     def request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self._next_id += 1
-            line = self._dispatcher.handle_line(encode({"id": self._next_id, "op": op, "args": args}))
-        return unwrap(decode(line))
+            line = self._dispatcher.handle_line(encode({"id": self._next_id, "op": op, "args": clean_args(op, args)}))
+        return unwrap(decode_reply(line))
 
 
 def hello(transport: Transport) -> dict[str, Any]:
