@@ -286,3 +286,14 @@ def test_a_run_that_cannot_be_scored_is_left_out_and_the_others_are_scored(tmp_p
     assert list(scores.runs["agent"]) == ["good"]
     assert [why for _, why in told] == ["cannot be scored: ZeroDivisionError: a record no scorer expected"]
     assert told[0][0][2] == dirs[1]
+
+
+def test_a_session_summary_holding_an_agents_deep_options_and_broken_text_is_written_readable(tmp_path):
+    from pytest_fmlbench.reports import summary
+    from pytest_fmlbench.scoring.aggregate import Scores
+
+    options = summary.SessionOptions(agent="odd \ud800", agent_options={"default": deep(300)}, steps=1, seeds=1)
+    made = summary.build_summary(Scores.from_runs([], encoder=None), source="pytest", options=options)
+    path = summary.write_summary(made, tmp_path / "session.json")
+    back = summary.SessionSummary.model_validate_json(path.read_bytes())
+    assert back.options.agent == "odd \ufffd" and back.options.agent_options["default"]
