@@ -12,7 +12,7 @@ import pytest
 
 from .audit.properties import audit_properties
 from .audit.run import audit_run
-from .record import RunRecord, RunStore
+from .record import RecordUnreadable, RunRecord, RunStore
 from .runner import RunBusy, RunError, RunOutcome, execute, run_dir_for
 from .scoring import ni_test
 from .spec import FULL_FOLDER, TASK_FILE, Task, TaskSpecError, load_task
@@ -135,7 +135,10 @@ class TaskItem(pytest.Item):
         _, run_dir = run_dir_for(bench.settings, self.task, self.seed)
         store = RunStore(run_dir)
         if store.exists():
-            record = store.load()
+            try:
+                record = store.load()
+            except RecordUnreadable:
+                return  # the run's own error says so in one line; there is nothing to record
             if record.steps_used:
                 audit_run(run_dir, self.task.spec, bench.judge, record=record)
             self._record_properties(record, run_dir, False)

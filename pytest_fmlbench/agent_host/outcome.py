@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .protocol import MAX_LABEL_CHARS, DoneArgs
+from ..safe_text import one_line
+from .protocol import DoneArgs
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,3 @@ def from_done(done: DoneArgs) -> AgentOutcome:
         return AgentOutcome("stopped", one_line(done.reason), caught=caught)
     return AgentOutcome("failed", one_line(f"crashed: {done.error_type or 'an exception'}: {done.reason}"),
                         done.traceback, caught)
-
-
-def one_line(text: str) -> str:
-    """The first line, within a length a terminal line can show, control characters spelt out: an agent's
-    words stay one line of output and cannot steer the terminal that shows them."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
-    return line if len(line) <= 2 * MAX_LABEL_CHARS else line[:2 * MAX_LABEL_CHARS] + " [...]"

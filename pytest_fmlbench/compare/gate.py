@@ -52,7 +52,8 @@ class SessionGate:
         from ..reports.runs import load_runs
 
         by_dir = {Path(run_dir): nodeid for nodeid, (run_dir, _) in runs.items()}
-        loaded = load_runs(sorted(by_dir))
+        # a run left out was named by the session's summary already
+        loaded = load_runs(sorted(by_dir), left_out=lambda *_: None)
         rows = score_rows(loaded)
         try:
             self.saved = sessions.save(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record import RunRecord, RunStore, StepRecord
+from ..safe_text import printable
 
 BASELINE_SNAPSHOT = "snapshots/baseline.json"
 
@@ -69,10 +70,7 @@ class RunInput:
 def printable_line(text: str, limit: int = 300) -> str:
     """``text`` as one line a terminal shows as it is: whitespace runs become one space, every other character
     that is not printable (a control character, a lone surrogate) is spelt out; cut to ``limit``."""
-    text = " ".join(text.split())
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
-    return text if len(text) <= limit else text[:limit] + " [...]"
+    return printable(" ".join(text.split()), limit)
 
 
 def describe(item: Any) -> str:

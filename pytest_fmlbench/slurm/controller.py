@@ -21,7 +21,7 @@ from submitit.core.utils import pickle_load
 from ..collect import EXECUTE_KEY, LIVE_KEY, TaskItem
 from ..interrupts import first_press_ends_session
 from ..progress import JOBS_DIR, LIVE_DIR
-from ..record import RunStore
+from ..record import RecordUnreadable, RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
 from . import cluster
 from .config import FORWARDED, SlurmConfig
@@ -173,7 +173,10 @@ class SlurmController:
         if result.get("error"):
             raise (RunBusy if result.get("kind") == "RunBusy" else RunError)(result["error"])
         store = RunStore(Path(result["run_dir"]))
-        return RunOutcome(store.load(), store, reused=bool(result.get("reused")))
+        try:
+            return RunOutcome(store.load(), store, reused=bool(result.get("reused")))
+        except RecordUnreadable as exc:
+            raise RunError(str(exc)) from None
 
     def _wait(self, job: submitit.SlurmJob) -> dict:
         terminal_since = None
