@@ -59,8 +59,9 @@ class EditError(ValueError):
     """An edit that cannot be applied; the message says which file and why."""
 
 
-# an editable file, in UTF-8: 128 times the largest file any task's baseline has (8 KB), and more code than a
-# model's context shows (about 250k tokens); it bounds the protocol's message (protocol.MAX_MESSAGE_BYTES)
+# an editable file, in UTF-8: about ten times the largest any task starts from (DomainBed's algorithms.py, about
+# 100 KB; the lite tasks' are under 9 KB), and more code than a model's context shows (about 250k tokens). It
+# bounds the protocol's message (protocol.MAX_MESSAGE_BYTES). A larger file on disk reads as empty (read()).
 MAX_EDITABLE_BYTES = 1 << 20
 # Python's parser costs up to ~620 bytes per source byte: at most ~40 MB in the harness's process
 PARSE_IN_PROCESS_CHARS = 64 << 10

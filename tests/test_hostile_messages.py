@@ -10,6 +10,8 @@ editor on a scratch folder.
 import ast
 import json
 import math
+import socket
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -98,10 +100,10 @@ def test_newlines_and_tabs_are_text_and_code_keeps_what_source_files_hold(greete
     assert ask(greeted, "edit", 2, edits=[{"kind": "whole", "path": "algorithm.py", "content": code}])["result"][
         "applied"]
     assert greeted.session.files["algorithm.py"] == code
-    # NUL is no source file's
-    refused_nul = line("edit", edits=[{"kind": "whole", "path": "algorithm.py", "content": "x = 1\x00\n"}])
-    with pytest.raises(p.ProtocolViolation, match="NUL"):
-        greeted.handle_line(refused_nul)
+    # NUL is no source file's: a failed edit (a coding tool's working copy may hold one), the agent goes on
+    nul = ask(greeted, "edit", 3, edits=[{"kind": "whole", "path": "algorithm.py", "content": "x = 1\x00\n"}])
+    assert nul["result"] == {"applied": False, "changed": [], "error": "algorithm.py: holds NUL, which no source file "
+                                                                      "holds"}
 
 
 # -- numbers are finite and fit 64 bits; nesting and sizes are capped -------------------------------------
@@ -141,6 +143,31 @@ def test_a_message_over_its_size_or_its_count_of_values_is_refused_before_it_is_
     assert p.decode(json.dumps({"a": text, "b": ["\\", 1]}).encode())["a"] == text
 
 
+def test_serving_stops_reading_a_line_at_the_cap(refusing):
+    from pytest_fmlbench.agent_host.serve import BROKE_PROTOCOL, Ended, serve
+
+    ours, theirs = socket.socketpair()
+    replies = []
+
+    def agent():
+        reader = theirs.makefile("rb")
+        theirs.sendall(line("steps") + b"\n" + line("steps") + b"\n")  # two in one chunk: both answered
+        replies.extend(json.loads(reader.readline()) for _ in range(2))
+        try:
+            theirs.sendall(b'{"id": 3, "op": "steps", "args": {"x": "' + b"x" * (16 << 20))
+        except OSError:
+            pass  # the harness stopped reading
+
+    sender = threading.Thread(target=agent)
+    sender.start()
+    # 16 MiB: what the largest message an honest agent sends needs (see protocol.MAX_MESSAGE_BYTES)
+    with ours, theirs, pytest.raises(Ended, match="a message of more than 16777216 bytes") as ended:
+        serve(ours, refusing, 10.0)
+    sender.join(10)
+    assert [reply["ok"] for reply in replies] == [True, True]
+    assert ended.value.kind == BROKE_PROTOCOL and refusing.fatal is None
+
+
 # -- what the Python client sends: a model's reply or a tool's output quoted as it came -------------------
 def test_the_python_client_sends_texts_the_harness_takes(greeted):
     transport = LocalTransport(greeted)
@@ -151,10 +178,10 @@ def test_the_python_client_sends_texts_the_harness_takes(greeted):
     assert node.action == "improve\n" and node.idea == "\ufffd"
     assert node.plan == "ANSI \\x1b[31mred\\x1b[0m\nprogress\n50%"
     assert node.extra == {"loss": None, "best": None, "log\\x1b": ["\\x9b"]}
-    # file contents are sent as they are: the harness judges them (a NUL fails as a violation, in process an
-    # exception the agent sees)
-    with pytest.raises(p.ProtocolViolation, match="NUL"):
-        session.edit([WholeFile("algorithm.py", "x = 1\x00\n")])
+    # file contents are sent as they are: the harness judges them
+    assert not session.edit([WholeFile("algorithm.py", "x = 1\r\n\x00")]).applied
+    with pytest.raises(p.ProtocolViolation, match="not JSON in UTF-8"):
+        session.edit([WholeFile("algorithm.py", "x = '\ud800'\n")])
 
 
 # -- what is well-formed but wrong stays a BadRequest -----------------------------------------------------

@@ -17,14 +17,13 @@ so that no record, terminal, table or report behind it meets a value it cannot t
 and the best code so far gets its final test) is a line that is not a message of this protocol's data:
 
 - more than ``MAX_MESSAGE_BYTES``, not UTF-8, not JSON, not an object, more than ``MAX_JSON_VALUES`` values
-  and keys, nested more than ``MAX_MESSAGE_DEPTH`` levels, a number that is not finite (``NaN``,
+  and keys (counted as its definition says), nested more than ``MAX_MESSAGE_DEPTH`` levels, a number that is not finite (``NaN``,
   ``Infinity``, ``1e999``) or an integer outside 64 bits, a string that is not Unicode (a lone surrogate,
   ``"\\ud800"``), a request without an integer ``id``, a string ``op`` and an object ``args``;
 - a character a field of its kind never holds: in a text (``action``, ``plan``, ``idea``, ``analysis``, an
   edit's paths and error, ``purpose``, ``reason``, ``error_type``, ``traceback``, ``caught``, ``extra``'s
   keys and strings) a control character other than newline and tab (C0, DEL, C1: an ESC that would steer
-  a terminal, a carriage return that would overwrite a line); in a file's content (``edit``,
-  ``set_files``) NUL, which no source file holds; ``extra`` nested more than ``MAX_DEPTH`` levels.
+  a terminal, a carriage return that would overwrite a line); ``extra`` nested more than ``MAX_DEPTH`` levels.
 
 **A refused request** (``RequestError``, answered ``BadRequest``; the agent goes on) is protocol data the
 harness does not serve: an unknown operation or field, a wrong type, a missing field, a step that does
@@ -34,7 +33,8 @@ than cuts (``extra`` over ``MAX_EXTRA_BYTES``, ``caught`` over ``MAX_CAUGHT`` it
 
 **Texts over their length are kept, cut** at ``MAX_TEXT_CHARS`` (labels at ``MAX_LABEL_CHARS``, tracebacks
 and caught errors at ``MAX_TRACEBACK_CHARS``) with a note of how much was cut. An edit the editor cannot
-take (a file over ``editor.MAX_EDITABLE_BYTES``, Python that does not parse) is a failed edit, not an error.
+take (a file over ``editor.MAX_EDITABLE_BYTES``, one holding NUL, Python that does not parse: a coding tool's
+working copy may hold any of these) is a failed edit, not an error.
 
 The Python client (``transport``) sends what the model or the tool it drives gave it as texts the harness
 takes (``clean_args``: control characters spelt out, lone surrogates replaced), so an honest agent never
@@ -56,10 +56,10 @@ VERSION = 2
 SPOKEN = (1, 2)
 # the first version that has each operation added after version 1
 SINCE = {"run_baseline": 2}
-# One request. The largest an honest agent sends is ``set_files`` of every editable file: the suite's
-# tasks have at most 6, each at most editor.MAX_EDITABLE_BYTES (1 MiB; no baseline file is over 9 KB), and
-# JSON's escapes (quotes, backslashes, newlines) at most double a source file: 12 MiB, plus a step's texts
-# and ``extra`` (about 2.5 MB). Replies, written by the harness, are not bound by it (``decode_reply``).
+# One request. The largest an honest agent sends is ``set_files`` of every editable file: the suite's tasks
+# have at most 6, each at most editor.MAX_EDITABLE_BYTES (1 MiB; the largest a task starts from is about 100
+# KB), and JSON's escapes (quotes, backslashes, newlines) at most double a source file: 12 MiB, plus a step's
+# texts and ``extra`` (about 2.5 MB). Replies, written by the harness, are not bound by it (``decode_reply``).
 MAX_MESSAGE_BYTES = 16 << 20
 MAX_TEXT_CHARS = 100_000
 MAX_LABEL_CHARS = 200
@@ -72,9 +72,10 @@ MAX_EDITS = 1000  # parts of one edit (whole files, SEARCH/REPLACE blocks)
 MAX_DEPTH = 32
 # a message's own levels above its ``extra`` (the message, its ``args``)
 MAX_MESSAGE_DEPTH = MAX_DEPTH + 2
-# values and object keys in one message: a whole ``extra`` at its cap (at least 2 bytes a value, "0,") and
-# room for the rest. Parsing costs memory by the value (an empty object is 64 bytes for its 3 bytes "{},"),
-# so this bounds what a message costs: at most about 50 MB of objects, whatever the content
+# What parsing one message may build, counted before it is parsed: its commas, opening brackets and strings
+# (outside strings), about one for each value or key and one more for each array or object. Room for a whole
+# ``extra`` at its cap (at least 2 bytes a value, "0,") and the rest. Parsing costs memory by the value (an
+# empty object is 64 bytes for its 3 bytes "{},"), so this bounds a message's objects to about 40 MB
 MAX_JSON_VALUES = (MAX_EXTRA_BYTES >> 1) + (1 << 16)
 # integers every JSON reader takes exactly
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
@@ -96,8 +97,6 @@ class ProtocolViolation(RuntimeError):
 
 # what a text never holds: C0 controls but tab and newline, DEL, C1 controls, lone surrogates
 _NOT_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-# what a file's content never holds: NUL (no source file does; Python refuses it), lone surrogates
-_NOT_IN_CODE = re.compile("[\x00\ud800-\udfff]")
 _NOT_UNICODE = re.compile("[\ud800-\udfff]")
 TEXT_RULE = "texts hold no control characters but newline and tab"
 
@@ -139,8 +138,8 @@ _TEXT = _characters(_NOT_IN_TEXT, TEXT_RULE)
 Text = Annotated[str, _TEXT, _cap(MAX_TEXT_CHARS)]
 Label = Annotated[str, _TEXT, _cap(MAX_LABEL_CHARS)]
 Traceback = Annotated[str, _TEXT, _cap(MAX_TRACEBACK_CHARS)]
-# a file's content: code may hold any character a source file does (tabs, carriage returns, form feeds)
-Code = Annotated[str, _characters(_NOT_IN_CODE, "a file's content holds no NUL and no lone surrogate")]
+# a file's content: any Unicode; what no source file holds (NUL) the editor refuses, as a failed edit
+Code = Annotated[str, _characters(_NOT_UNICODE, "a file's content holds no lone surrogate")]
 # what a model is asked: passed on as it is, once it is Unicode
 Prompt = Annotated[str, _characters(_NOT_UNICODE, "a string holds no lone surrogate")]
 

@@ -97,8 +97,13 @@ def _serve(conn: socket.socket, waiter: selectors.BaseSelector, dispatcher: Disp
                 if scanned > MAX_MESSAGE_BYTES:
                     raise Ended(BROKE_PROTOCOL, f"a message of more than {MAX_MESSAGE_BYTES} bytes")
                 break
-            line = buffer[:end]  # one copy of it: a message may be MAX_MESSAGE_BYTES
-            del buffer[:end + 1]
+            if end == len(buffer) - 1:
+                # the whole buffer is the line (one request at a time): handed over as it is, not copied
+                line, buffer = buffer, bytearray()
+                del line[end:]
+            else:
+                line = buffer[:end]
+                del buffer[:end + 1]
             scanned = 0
             if len(line) > MAX_MESSAGE_BYTES:
                 raise Ended(BROKE_PROTOCOL, f"a message of {len(line)} bytes, more than {MAX_MESSAGE_BYTES}")
