@@ -1,5 +1,7 @@
 """The tables as CSV files, with the original's column names so they line up with its
-compute_agent_metrics.py: per agent/model folder and side by side.
+compute_agent_metrics.py: per run group (one identity but the seed, :mod:`..scoring.groups`) a folder, and
+the groups side by side, each column named by the group's label. A smoke group's NI cells are empty and its
+note says it is a check of the code path, not a result.
 
 Agents name themselves and their options, and their words reach the notes: every text cell, row label and
 column name passes :func:`..safe_text.csv_cell` (no cell a spreadsheet would run as a formula), and the
@@ -14,7 +16,7 @@ import pandas as pd
 
 from ..safe_text import csv_cell, file_name
 from ..scoring.aggregate import AUTO, Scores
-from ..scoring.aup import BASELINE, aup_table, solver_name
+from ..scoring.aup import BASELINE, aup_table
 from ..scoring.metrics import PROCESS_COLUMNS
 from .runs import as_scores
 
@@ -46,8 +48,9 @@ def formula_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[Path]:
-    """Per (agent, model) folder: raw_performance.csv, normalized_improvement.csv, process_metrics.csv (one
-    row per task and a MEAN row, the original's column names) and runs.csv (one row per seed); beside them
+    """Per run group a folder: raw_performance.csv, normalized_improvement.csv, process_metrics.csv (one row
+    per task and a MEAN row, the original's column names) and runs.csv (one row per seed, with the group's
+    identity: options, steps budget, scale, ...); beside them
     the side-by-side comparison, aup.csv and every run in runs.csv. Every file names the encoder."""
     scores = as_scores(runs, encoder)
     out_dir = Path(out_dir)
@@ -58,8 +61,15 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
         formula_safe(frame).to_csv(path)
         written.append(path)
 
-    for (agent, model), group in scores.groups():
-        folder = out_dir / file_name(f"{agent}__{model}".replace("/", "-"))
+    folders: set[str] = set()
+    for run_group, group in scores.groups():
+        # <agent>__<model>, and what sets the group apart where its agent/model pair has several
+        apart = run_group.label.removeprefix(run_group.solver).replace(" / ", "__").replace(" ", "_")
+        name = f"{run_group.agent}__{run_group.model}{apart}".replace("/", "-").replace("=", ":")
+        # two labels that read alike once made a file name keep a folder each: the second is named by a hash
+        folder_name = file_name(name) if file_name(name) not in folders else file_name(name + "\0")
+        folders.add(folder_name)
+        folder = out_dir / folder_name
         tasks = group.per_task()
         raw = _with_mean(tasks, ["metric", "direction", "transform", "baseline_test", "raw_test", "raw_test_sem",
                                  "seeds", "note", "encoder"])
@@ -76,14 +86,13 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
         save(group.runs.set_index(["task", "seed"]), folder / "runs.csv")
 
     if not scores.runs.empty:
-        names = {key: solver_name(*key) for key, _ in scores.groups()}
-        frame = scores.runs.assign(solver=[names[(a, m)] for a, m in zip(scores.runs["agent"], scores.runs["model"])])
+        frame = scores.runs.assign(solver=scores.runs["group"])
         per_task = frame.groupby(["task", "solver"])[["ni", *PROCESS_COLUMNS]].mean()
         ni = per_task["ni"].unstack("solver")
         save(pd.concat([ni, ni.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_normalized_improvement.csv")
         gap = per_task["val_test_gap"].unstack("solver")
         save(pd.concat([gap, gap.mean(skipna=True).to_frame("MEAN").T]), out_dir / "comparison_val_test_gap.csv")
-        summary = pd.DataFrame({names[key]: group.summary() for key, group in scores.groups()})
+        summary = pd.DataFrame({run_group.label: group.summary() for run_group, group in scores.groups()})
         summary = summary.loc[["ni", *PROCESS_COLUMNS]].rename(index=ORIGINAL_NAMES).astype(object)
         summary.loc["encoder"] = scores.encoder
         save(summary, out_dir / "comparison_process_metrics.csv")

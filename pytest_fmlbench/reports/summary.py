@@ -7,6 +7,7 @@ CSVs'); NaN becomes null. ``schema_version`` changes whenever a field changes me
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from datetime import datetime, timezone
@@ -17,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..mending import to_json
 from ..scoring.aggregate import Scores
-from ..scoring.aup import aup_table, solver_name
+from ..scoring.aup import aup_table
+from ..scoring.groups import SMOKE_NOTE, RunGroup
 from ..scoring.metrics import PROCESS_COLUMNS
 from .disclosure import Hardware
 from .provenance import common_folder, suite_commit, versions
@@ -78,11 +80,24 @@ class SuspectRun(_Strict):
 
 
 class SolverTables(_Strict):
-    """One agent/model pair: the original's three tables, one row per task, and their means over tasks."""
+    """One run group (every identity but the seed: only seeds are averaged): the original's three tables,
+    one row per task, and their means over tasks."""
 
+    # the group's name in the tables (its agent/model, plus what sets it apart from the pair's other groups)
     solver: str
+    # its whole identity in one line: agent / model / provider / steps / options / marks
+    title: str
     agent: str
     model: str
+    provider: str | None = None
+    steps_budget: int | None = None
+    # the options the runs were given; null where the source does not record them (the original's results)
+    agent_options: dict[str, Any] | None = None
+    sandbox: str | None = None
+    agent_process: str | None = None
+    # a smoke group checks the code path on fixture data: no NI (null) and no AUP against declared baselines
+    smoke: bool = False
+    smoke_note: str | None = None
     raw_performance: list[RawRow]
     normalized_improvement: list[NormalizedRow]
     normalized_improvement_mean: dict[Literal["ni", "ni_val"], float | None]
@@ -160,7 +175,7 @@ def _value(value: Any) -> float | None:
     return None if math.isnan(value) or math.isinf(value) else value
 
 
-def _solver_tables(agent: str, model: str, scores: Scores) -> SolverTables:
+def _solver_tables(group: RunGroup, scores: Scores) -> SolverTables:
     tasks = scores.per_task()
     summary = scores.summary()
     raw, norm, process = [], [], []
@@ -176,7 +191,11 @@ def _solver_tables(agent: str, model: str, scores: Scores) -> SolverTables:
                                   values=ProcessValues(**{c: _value(row[c]) for c in PROCESS_COLUMNS}),
                                   sem=ProcessValues(**{c: _value(row[f"{c}_sem"]) for c in PROCESS_COLUMNS})))
     return SolverTables(
-        solver=solver_name(agent, model), agent=agent, model=model, raw_performance=raw,
+        solver=group.label, title=group.title, agent=group.agent, model=group.model,
+        provider=group.provider or None, steps_budget=int(group.steps_budget) if group.steps_budget else None,
+        agent_options=json.loads(group.options) if group.options else None, sandbox=group.sandbox or None,
+        agent_process=group.agent_process or None, smoke=group.smoke, smoke_note=SMOKE_NOTE if group.smoke else None,
+        raw_performance=raw,
         normalized_improvement=norm,
         normalized_improvement_mean={"ni": _value(summary["ni"]), "ni_val": _value(summary["ni_val"])},
         process_metrics=process,
@@ -218,7 +237,7 @@ def build_summary(scores: Scores, *, source: Literal["pytest", "fmlbench score"]
         generated_at=datetime.now(timezone.utc), source=source, encoder=scores.encoder, versions=versions(),
         suite=SuiteInfo(path=str(Path(suite).resolve()) if suite else None, git_commit=commit, git_dirty=dirty),
         options=options, hardware=hardware,
-        tables=[_solver_tables(agent, model, group) for (agent, model), group in scores.groups()],
+        tables=[_solver_tables(group, part) for group, part in scores.groups()],
         aup=[] if aup is None else [AupRow(solver=str(solver), aup_best_attempt=_value(row["aup_best_attempt"]),
                                            aup_final=_value(row["aup_final"])) for solver, row in aup.iterrows()],
         runs=len(scores.runs),

@@ -1,8 +1,10 @@
 """The terminal's tables (rich), from run records or original results folders.
 
-One agent (one agent/model pair): the original's three tables, one row per task, plus AUP against the
-baseline. Several: one table per metric group with the agents as columns (the paper's layout), then
-AUP and the notes. Every exploration table names the encoder the metrics came from. The CSV twins are
+One run group (one identity but the seed, :mod:`..scoring.groups`): the original's three tables, one row
+per task, titled with the group's agent, model, steps and options, plus AUP against the baseline. Several
+(agents, or one agent's options or step budgets): the groups and what sets them apart, then one table per
+metric group with the run groups as columns (the paper's layout), then AUP and the notes. Only seeds are
+averaged; a smoke group's NI and AUP are "-" (no declared baseline applies to it). Every exploration table names the encoder the metrics came from. The CSV twins are
 written by :mod:`.csv_files`, the HTML page reads these tables back through :mod:`.plain`.
 """
 
@@ -16,7 +18,8 @@ import pandas as pd
 from rich.console import Console
 
 from ..scoring.aggregate import AUTO, Scores
-from ..scoring.aup import aup_table, solver_name
+from ..scoring.aup import aup_table
+from ..scoring.groups import SMOKE_NOTE, RunGroup
 from ..scoring.metrics import EXPLORATION, PROCESS_COLUMNS
 from ..safe_text import printable
 from .runs import as_scores
@@ -61,6 +64,11 @@ def process_cell(col: str, value: float, sem: float = math.nan) -> str:
     return fmt(value, sem, digits=3)
 
 
+def ni_cell(value: float, sem: float, smoke: bool) -> str:
+    """A smoke run has no NI: "-", as its note says, rather than "n/a" (which reads as a failed run)."""
+    return "-" if smoke else fmt(value, sem)
+
+
 def _arrow(direction: str) -> str:
     return "↑" if direction == "higher" else "↓"
 
@@ -72,7 +80,7 @@ def _console(width: int) -> tuple[Console, io.StringIO]:
 
 # -- one agent -----------------------------------------------------------------------------------
 
-def agent_tables(scores: Scores, title: str) -> list:
+def agent_tables(scores: Scores, title: str, smoke: bool = False) -> list:
     tasks = scores.per_task()
     summary = scores.summary()
 
@@ -95,10 +103,11 @@ def agent_tables(scores: Scores, title: str) -> list:
         norm.add_column(col, justify="left" if col == "Task" else "right", no_wrap=True)
     norm.add_column("Note", overflow="fold")
     for task, row in tasks.iterrows():
-        norm.add_row(task, fmt(row["ni"], row["ni_sem"]), fmt(row["ni_val"], row["ni_val_sem"]),
+        norm.add_row(task, ni_cell(row["ni"], row["ni_sem"], smoke), ni_cell(row["ni_val"], row["ni_val_sem"], smoke),
                      wrapped(row["note"]))
     norm.add_section()
-    norm.add_row("Mean", fmt(summary["ni"]), fmt(summary["ni_val"]), "plain mean over tasks, NaN skipped")
+    norm.add_row("Mean", ni_cell(summary["ni"], math.nan, smoke), ni_cell(summary["ni_val"], math.nan, smoke),
+                 SMOKE_NOTE if smoke else "plain mean over tasks, NaN skipped")
 
     proc = LiteralTable(title=f"Process-Level metrics — {title}", title_justify="left")
     proc.add_column("Task", no_wrap=True)
@@ -113,8 +122,22 @@ def agent_tables(scores: Scores, title: str) -> list:
 
 # -- several agents side by side -----------------------------------------------------------------
 
+def groups_table(groups: list[RunGroup], scores: Scores) -> LiteralTable:
+    """What each column is: the group's whole identity, and how many runs (seeds) it averages."""
+    table = LiteralTable(title="Run groups (one column each; only seeds are averaged)", title_justify="left")
+    table.add_column("Column", overflow="fold")
+    table.add_column("Agent / model / provider / steps / options / marks", overflow="fold")
+    table.add_column("Runs", justify="right", no_wrap=True)
+    counts = scores.runs["group"].value_counts()
+    for group in groups:
+        table.add_row(group.label, group.title, str(int(counts.get(group.label, 0))))
+    return table
+
+
 def side_by_side(scores: Scores) -> list:
-    groups = [(solver_name(*key), group) for key, group in scores.groups()]
+    pairs = scores.groups()
+    groups = [(group.label, part) for group, part in pairs]
+    smoke = {group.label for group, _ in pairs if group.smoke}
     per_task = {name: group.per_task() for name, group in groups}
     summaries = {name: group.summary() for name, group in groups}
     tasks = sorted(scores.runs["task"].unique())
@@ -135,10 +158,12 @@ def side_by_side(scores: Scores) -> list:
     for name, _ in groups:
         norm.add_column(name, justify="right", no_wrap=True)
     for task in tasks:
-        norm.add_row(task, *[_cell(per_task[name], task, "ni") for name, _ in groups])
+        norm.add_row(task, *[_cell(per_task[name], task, "ni", smoke=name in smoke) for name, _ in groups])
     norm.add_section()
-    norm.add_row("Mean", *[fmt(summaries[name]["ni"]) for name, _ in groups])
-    tables = [raw, norm]
+    norm.add_row("Mean", *[ni_cell(summaries[name]["ni"], math.nan, name in smoke) for name, _ in groups])
+    tables = [groups_table([group for group, _ in pairs], scores), raw, norm]
+    if smoke:
+        tables.append(f"{', '.join(sorted(smoke))}: {SMOKE_NOTE} (no NI, no AUP)")
 
     for group, columns in GROUPS.items():
         table = LiteralTable(title=group, title_justify="left")
@@ -175,24 +200,31 @@ def side_by_side(scores: Scores) -> list:
     return tables
 
 
-def _cell(tasks: pd.DataFrame, task: str, col: str, process: bool = False) -> str:
+def _cell(tasks: pd.DataFrame, task: str, col: str, process: bool = False, smoke: bool = False) -> str:
     if task not in tasks.index:
         return "-"
     row = tasks.loc[task]
-    return process_cell(col, row[col], row[f"{col}_sem"]) if process else fmt(row[col], row[f"{col}_sem"])
+    if process:
+        return process_cell(col, row[col], row[f"{col}_sem"])
+    return ni_cell(row[col], row[f"{col}_sem"], smoke) if col in ("ni", "ni_val") else fmt(row[col], row[f"{col}_sem"])
 
 
 def aup_rich(scores: Scores) -> list:
+    if all(group.smoke for group, _ in scores.groups()):
+        return [f"AUP: none ({SMOKE_NOTE})"]
     table = aup_table(scores)
-    seeds = int(scores.runs.groupby(["agent", "model", "task"]).size().max())
+    seeds = int(scores.runs.groupby(["group", "task"]).size().max())
+    smoke = {group.label for group, _ in scores.groups() if group.smoke}
     out = LiteralTable(title="AUP (MLGym performance profiles)", title_justify="left")
     out.add_column("Profile", no_wrap=True)
     for solver in table.index:
         out.add_column(solver, justify="right", no_wrap=True)
-    out.add_row("Best attempt (val)", *[fmt(v) for v in table["aup_best_attempt"]])
-    out.add_row("Final (test)", *[fmt(v) for v in table["aup_final"]])
+    for profile, column in (("Best attempt (val)", "aup_best_attempt"), ("Final (test)", "aup_final")):
+        out.add_row(profile, *["-" if solver in smoke else fmt(value) for solver, value in table[column].items()])
     about = (f"AUP over {table['tasks'].iloc[0]} task(s), the baseline as a solver, each solver's best of "
              f"{seeds} seed(s); tau from 0 to {table['tau_max'].iloc[0]:.1f}")
+    if smoke:
+        about += f"; {', '.join(sorted(smoke))}: {SMOKE_NOTE}, no AUP"
     return [out, about]
 
 
@@ -203,8 +235,8 @@ def summary_items(scores: Scores) -> list:
         return []
     groups = scores.groups()
     if len(groups) == 1:
-        (agent, model), group = groups[0]
-        items = agent_tables(group, printable(f"{agent} / {model}"))
+        group, part = groups[0]
+        items = agent_tables(part, printable(group.title), smoke=group.smoke)
     else:
         items = side_by_side(scores)
     # the audit's research review (the fourth table) and suspect runs, then AUP

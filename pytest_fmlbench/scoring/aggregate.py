@@ -1,5 +1,8 @@
 """From runs to tables' numbers: one row per run, mean ± SEM over seeds per task, plain mean over tasks.
 
+Only seeds are averaged: runs are grouped by their whole identity but the seed (:mod:`.groups`), and
+each group is its own column or table, never averaged with another.
+
 Exploration metrics need an encoder; every frame carries its name in an ``encoder`` column, and a
 :class:`Scores` is always computed with one encoder, so scores of different encoders never mix.
 """
@@ -20,12 +23,12 @@ import pandas as pd
 from ..record import RunRecord
 from . import exploration
 from .metrics import EXPLORATION, PROCESS_COLUMNS, score_run
+from .groups import RunGroup, group_keys, identity_of, run_groups, task_rows
 from .runs import RunInput, describe, from_record, printable_line
 
 NAN = float("nan")
 AUTO = "auto"
 NUMERIC = ("raw_test", "best_val", "ni", "ni_val", *PROCESS_COLUMNS)
-KEY = ("agent", "model")
 
 
 @dataclass(frozen=True)
@@ -146,19 +149,26 @@ class Scores:
             except Exception as exc:
                 left_out(run, f"its exploration metrics are left out: {failure_line(exc)}")
                 explored.append({name: NAN for name in EXPLORATION})
-        rows = [{"agent": run.agent, "model": run.model, "task": run.task, "seed": run.seed, **scores,
-                 **values, "encoder": choice.label, "source": run.source}
+        rows = [{**identity_of(run), "task": run.task, "seed": run.seed, **scores, **values,
+                 "encoder": choice.label, "source": run.source, "task_id": run.task,
+                 "task_version": "" if run.task_version is None else str(run.task_version),
+                 "task_fingerprint": run.task_fingerprint or ""}
                 for (run, scores), values in zip(scored, explored)]
         frame = pd.DataFrame(rows)
         if not frame.empty:
             frame[list(NUMERIC)] = frame[list(NUMERIC)].astype(float)
+            # one task's runs at different versions or contents are rows of their own, never seeds of one
+            frame["task"] = task_rows(frame)
+            labels = {group.key: group.label for group in run_groups(frame)}
+            frame["group"] = [labels[key] for key in group_keys(frame)]
         return cls(frame, choice.label)
 
-    def groups(self) -> list[tuple[tuple[str, str], Scores]]:
+    def groups(self) -> list[tuple[RunGroup, Scores]]:
+        """One entry per run group (every identity but the seed), sorted, each with its runs."""
         if self.runs.empty:
             return []
-        return [(key, Scores(frame.reset_index(drop=True), self.encoder))
-                for key, frame in self.runs.groupby(list(KEY), sort=True)]
+        return [(group, Scores(self.runs[self.runs["group"] == group.label].reset_index(drop=True), self.encoder))
+                for group in run_groups(self.runs)]
 
     def per_task(self) -> pd.DataFrame:
         """Mean and SEM over seeds for each task (SEM is NaN with one seed); notes joined."""

@@ -12,7 +12,9 @@ validation value (the baseline's validation value for the baseline solver), ``fi
 test value (baseline test on a failed or uncredited test). With several seeds a solver's score on a
 task is its best seed (MLGym's AUP@K).
 
-Beyond MLGym: a zero best score on a lower-is-better task (or a zero score on a higher-is-better one)
+Beyond MLGym: each run group (:mod:`.groups`: one identity but the seed) is a solver, named by its label;
+a smoke group is no solver (its runs check the code path on fixture data, against no declared baseline): it
+keeps a row with no AUP, and its values move no other solver's ratios. A zero best score on a lower-is-better task (or a zero score on a higher-is-better one)
 gives an infinite ratio to the others, which is never within any tau, instead of dividing by zero.
 """
 
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import Scores, best_over_seeds
+from .groups import SMOKE_NOTE
 
 EPSILON = 0.05
 TAU_POINTS = 500
@@ -94,11 +97,14 @@ def solver_name(agent: str, model: str) -> str:
 
 
 def aup_table(scores: Scores) -> pd.DataFrame:
-    """AUP (best attempt, final) per solver: every (agent, model) group of ``scores`` plus the baseline."""
-    runs = scores.runs
-    if runs.empty:
+    """AUP (best attempt, final) per solver: every run group of ``scores`` (by its label) plus the baseline;
+    a smoke group's row has no AUP (NaN) and a ``note`` saying why."""
+    if scores.runs.empty:
         return pd.DataFrame(columns=["aup_best_attempt", "aup_final", "tasks"])
-    groups = {solver_name(a, m): frame for (a, m), frame in runs.groupby(["agent", "model"], sort=True)}
+    all_groups = scores.groups()
+    groups = {group.label: part.runs for group, part in all_groups if not group.smoke}
+    smoke = [group.label for group, _ in all_groups if group.smoke]
+    runs = scores.runs[~scores.runs["group"].isin(smoke)]
     solvers = [*groups, BASELINE]
     problems: dict[str, list[Problem]] = {"best_attempt": [], "final": []}
     for task, frame in runs.groupby("task", sort=True):
@@ -114,6 +120,10 @@ def aup_table(scores: Scores) -> pd.DataFrame:
         "aup_best_attempt": [area(rho["best_attempt"][s], tau) for s in solvers],
         "aup_final": [area(rho["final"][s], tau) for s in solvers],
     }, index=pd.Index(solvers, name="solver"))
+    if smoke:
+        rows = pd.DataFrame({"aup_best_attempt": math.nan, "aup_final": math.nan, "note": SMOKE_NOTE},
+                            index=pd.Index(smoke, name="solver"))
+        table = pd.concat([table.iloc[:-1], rows, table.iloc[-1:]])
     table["tasks"] = runs["task"].nunique()
     table["tau_max"] = float(tau[-1]) if len(tau) else 0.0
     return table

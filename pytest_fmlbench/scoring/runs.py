@@ -15,6 +15,7 @@ from typing import Any
 
 from ..record import RunRecord, RunStore, StepRecord
 from ..safe_text import printable
+from .groups import SMOKE, SMOKE_NOTE, RunGroup, identity_of
 
 BASELINE_SNAPSHOT = "snapshots/baseline.json"
 
@@ -65,6 +66,16 @@ class RunInput:
     review: dict[str, float] = field(default_factory=dict)
     judges: list[str] = field(default_factory=list)
     judge_cost_usd: float | None = None
+    # the rest of the run's identity (scoring.groups), None where the source does not say (the original's
+    # results): only runs that agree on all of it but the seed are averaged
+    provider: str | None = None
+    options: dict[str, Any] | None = None
+    sandbox: str | None = None
+    agent_process: str | None = None
+    # "smoke" for a smoke-scale run: a check of the code path, scored against no declared baseline
+    scale: str | None = None
+    task_version: int | None = None
+    task_fingerprint: str | None = None
 
 
 def printable_line(text: str, limit: int = 300) -> str:
@@ -103,7 +114,7 @@ def test_reason(record: RunRecord) -> str:
 
 def labels(record: RunRecord) -> list[str]:
     """Our outcomes the original does not have, each visible in the note column."""
-    out = []
+    out = [SMOKE_NOTE] if record.scale == SMOKE else []
     if record.status == "stopped":
         out.append(f"stopped by budget ({record.stop_reason})" if record.stop_reason else "stopped by budget")
     if record.status == "finished" and record.end_reason:
@@ -164,4 +175,14 @@ def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None
         review=record.audit.research_means() if record.audit is not None else {},
         judges=record.audit.judge_names if record.audit is not None else [],
         judge_cost_usd=record.audit.judge_cost_usd if record.audit is not None and record.audit.judges else None,
+        provider=record.provider, options=record.agent_options, sandbox=record.sandbox,
+        agent_process=record.agent_process, scale=record.scale, task_version=record.task_version,
+        task_fingerprint=record.task_fingerprint,
     )
+
+
+def group_title(run: RunRecord | RunInput) -> str:
+    """The title of a run's group (:class:`.groups.RunGroup`): agent, model, steps, options and marks in one
+    short line, the same wherever the run is shown (the tables, the HTML report's legends)."""
+    run = run if isinstance(run, RunInput) else from_record(run, [])
+    return RunGroup(**identity_of(run)).title
