@@ -134,7 +134,9 @@ def describe(locator: AgentLocator, pairs: list[str], *, sandboxed: bool, hidden
         except OSError:
             reply = None
         except ProtocolViolation as exc:
-            unusable = str(exc)
+            # nesting or a flood of values can only be in the options
+            unusable = f"{exc}; an option is a scalar, or a flat list or object of scalars" if "values" in str(exc) \
+                or "nested" in str(exc) else str(exc)
         finally:
             proc.close(grace_s=5.0)
         if unusable:

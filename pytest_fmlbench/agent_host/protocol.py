@@ -17,9 +17,9 @@ so that no record, terminal, table or report behind it meets a value it cannot t
 and the best code so far gets its final test) is a line that is not a message of this protocol's data:
 
 - more than ``MAX_MESSAGE_BYTES``, not UTF-8, not JSON, not an object, more than ``MAX_JSON_VALUES`` values
-  and keys (counted as its definition says), nested more than ``MAX_MESSAGE_DEPTH`` levels, a number that is not finite (``NaN``,
-  ``Infinity``, ``1e999``) or an integer outside 64 bits, a string that is not Unicode (a lone surrogate,
-  ``"\\ud800"``), a request without an integer ``id``, a string ``op`` and an object ``args``;
+  and keys (counted as its definition says), nested more than ``MAX_MESSAGE_DEPTH`` levels, a number that is
+  not finite (``NaN``, ``Infinity``, ``1e999``) or an integer outside 64 bits, a string that is not Unicode (a
+  lone surrogate, ``"\\ud800"``), a request without an integer ``id``, a string ``op`` and an object ``args``;
 - a character a field of its kind never holds: in a text (``action``, ``plan``, ``idea``, ``analysis``, an
   edit's paths and error, ``purpose``, ``reason``, ``error_type``, ``traceback``, ``caught``, ``extra``'s
   keys and strings) a control character other than newline and tab (C0, DEL, C1: an ESC that would steer
@@ -27,9 +27,9 @@ and the best code so far gets its final test) is a line that is not a message of
 
 **A refused request** (``RequestError``, answered ``BadRequest``; the agent goes on) is protocol data the
 harness does not serve: an unknown operation or field, a wrong type, a missing field, a step that does
-not exist, an unspoken version, a request out of order, or a field over a cap the harness refuses rather
-than cuts (``extra`` over ``MAX_EXTRA_BYTES``, ``caught`` over ``MAX_CAUGHT`` items, an edit of more than
-``MAX_EDITS`` parts, ``extra`` keys over ``MAX_LABEL_CHARS``).
+not exist, an unspoken version, a value out of its range, a request out of order, or a field over a cap
+the harness refuses rather than cuts (``extra`` over ``MAX_EXTRA_BYTES``, ``caught`` over ``MAX_CAUGHT``
+items, an edit of more than ``MAX_EDITS`` parts, ``extra`` keys over ``MAX_LABEL_CHARS``).
 
 **Texts over their length are kept, cut** at ``MAX_TEXT_CHARS`` (labels at ``MAX_LABEL_CHARS``, tracebacks
 and caught errors at ``MAX_TRACEBACK_CHARS``) with a note of how much was cut. An edit the editor cannot
