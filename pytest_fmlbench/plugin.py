@@ -19,6 +19,7 @@ from .compare.gate import SessionGate
 from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RUN_DIR_PROPERTY,
                       collect_task_directory, leave_out_unchosen_full_tasks)
 from .options import BenchConfig, add_options
+from .root_guard import check_root
 from .mending import valid_unicode
 from .reports.contained import each_run_or_without, scored_runs
 from .reports.csv_files import write_csvs
@@ -34,6 +35,12 @@ from .slurm import add_slurm_options, configure as configure_slurm
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
     add_slurm_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    # the first moment this plugin's options are known: before any conftest or test of a wrong root is loaded
+    check_root(early_config, parser, args)
 
 
 @pytest.hookimpl(tryfirst=True)
