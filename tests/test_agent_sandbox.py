@@ -176,7 +176,7 @@ def _limited(toy: Path, timeout_s: int = 60) -> None:
     ("memory", ["--agent-memory-mb=400"], "hit a limit of its process: out of memory (its limit: 400 MB)"),
     ("exit", [], "process ended before the agent said it was done (exit code 3)"),
     ("garbage", [], "broke the protocol (a message that is not JSON"),
-    ("oversized", [], "broke the protocol (a message of more than 67108864 bytes)"),
+    ("oversized", [], "broke the protocol (a message of more than 16777216 bytes)"),
 ])
 def test_an_agent_that_ends_badly_errors_with_one_line_and_keeps_its_steps(pytester, toy, bench, write_agent, ending,
                                                                            options, message):
