@@ -59,9 +59,12 @@ def test_gate_fails_a_worse_session_with_one_line_per_task(pytester, toy, bench,
     assert result.ret == 1
     lines = [line for line in result.stdout.lines if line.startswith("regression:")]
     assert len(lines) == 1, result.stdout.str()
-    assert lines[0].startswith(f"regression: toy_task (tunable/-): NI {old_ni:.3g} -> 0 (drop {old_ni:.3g}; ")
-    assert "no seeds: noise unknown" in lines[0]
-    result.stdout.fnmatch_lines(["*FML-bench comparison*", "*toy_task*", "*FAILED: 1 task(s) lost more than 0.05 NI*"])
+    # above the baseline, then below it: NI (clamped) and the signed improvement both fell by more than 0.05
+    assert lines[0].startswith(f"regression: toy_task (tunable/-): signed improvement fell by ")
+    assert f"; NI fell by {old_ni:.3g} ({old_ni:.3g} -> 0, no seeds: noise unknown)" in lines[0]
+    result.stdout.fnmatch_lines(["*FML-bench comparison*", "*toy_task*",
+                                 "detectable drop of the signed improvement (80% power, p < 0.05): toy_task unknown*",
+                                 "FAILED: 1 task(s) lost more than 0.05 in signed improvement or NI against old"])
 
     # the same comparison without a threshold only prints
     shown = bench(agent, *BAD, "--fmlbench-compare=old", "toy_task")
@@ -79,14 +82,15 @@ def test_no_regression_passes_and_last_names_the_previous_session(pytester, toy,
 
     better = bench(agent, *GOOD, "--fmlbench-compare=last", "--fmlbench-fail-on-regression=0.05", "toy_task")
     assert better.ret == 0, better.stdout.str()
-    better.stdout.fnmatch_lines(["*no task lost more than 0.05 NI against session 0001_*"])
+    better.stdout.fnmatch_lines(["*no task lost more than 0.05 in signed improvement or NI against session 0001_*"])
     saved = sessions_of(pytester.path)
     assert [p.name[:5] for p in saved] == ["0001_", "0002_"]
 
     # 'last' is now the better session: the bad configuration, reused from its record, regresses against it
     worse = bench(agent, *BAD, "--fmlbench-compare=last", "--fmlbench-fail-on-regression=0.05", "toy_task")
     assert worse.ret == 1
-    worse.stdout.fnmatch_lines(["regression: toy_task (tunable/-): NI *-> 0 (drop *", "*against session 0002_*"])
+    worse.stdout.fnmatch_lines(["regression: toy_task (tunable/-): signed improvement fell by *; NI fell by *-> 0, *",
+                                "*against session 0002_*"])
 
     session = json.loads(saved[1].read_text())
     assert session["number"] == 2 and len(session["runs"]) == 1
@@ -155,7 +159,7 @@ def test_bad_input_is_one_clear_line(pytester, toy, bench):
         (("--fmlbench-compare=last",), "ERROR: --fmlbench-compare: no saved session 'last' in */sessions (none saved yet)"),
         (("--fmlbench-compare=nightly",), "ERROR: --fmlbench-compare: unknown saved session 'nightly' in */sessions*"),
         (("--fmlbench-compare=empty", "--fmlbench-fail-on-regression=-0.1"),
-         "ERROR: --fmlbench-fail-on-regression must be 0 or more (an NI drop), got -0.1"),
+         "ERROR: --fmlbench-fail-on-regression must be 0 or more (a drop of NI or signed improvement), got -0.1"),
         (("--fmlbench-fail-on-regression=0.05",), "ERROR: --fmlbench-fail-on-regression needs --fmlbench-compare=*"),
     ):
         result = bench("--agent=baseline", *args, "toy_task")
@@ -234,4 +238,98 @@ def test_original_fmlbench_results_folders_compare_like_ours(tmp_path, capsys):
     (row,) = json.loads((tmp_path / "cmp.json").read_text())["tasks"]
     assert row["task"] == "Privacy_opacus" and row["solver"] == "aide/gpt-5"
     assert abs(row["test_delta"] + 0.05) < 1e-9 and abs(row["ni_delta"] + 0.05) < 1e-9  # NI bounds (1, 0)
-    assert "regression: Privacy_opacus (aide/gpt-5): NI 0.0623 -> 0.0123 (drop 0.05; no seeds: noise unknown)" in out
+    assert ("regression: Privacy_opacus (aide/gpt-5): signed improvement fell by 0.05 (0.0623 -> 0.0123, no seeds: "
+            "noise unknown); NI fell by 0.05 (0.0623 -> 0.0123, no seeds: noise unknown)") in out
+
+
+# the original's declared baselines of a lower-is-better and a higher-is-better task, both normalised by D = 1
+FAIRLEARN = ("Fairness_fairlearn", "adult", "abs_demographic_parity_diff_mean", 0.18663158848996153, 0.1730295772151227)
+OPACUS = ("Privacy_opacus", "cifar10_dp", "test_acc_mean", 0.5893848545414169, 0.5877142857142857)
+
+
+def original_side(folder, tests):
+    """An original FML-bench results folder: aide on each (task, ..., baseline val, baseline test) with a valid
+    step at the baseline's validation value and the given final test value."""
+    from scoring.test_original import final_test, summary, write
+
+    for (task, dataset, metric, base_val, _), test in tests:
+        run = folder / "aide" / task / "20250101_000000"
+        write(run / "summary.json", summary(steps=[base_val], best=base_val, baseline=base_val))
+        final_test(run, "20250101_000000", {dataset: {"means": {metric: test}}})
+    return str(folder)
+
+
+def test_a_run_worse_than_the_baseline_trips_the_gate_naming_the_measure(tmp_path, capsys):
+    from pytest_fmlbench.cli import main
+
+    at_baseline = original_side(tmp_path / "old", [(FAIRLEARN, FAIRLEARN[4]), (OPACUS, OPACUS[4])])
+    # worse than the baseline: the fairness gap grew by 0.054 (lower is better), the accuracy fell by 0.05
+    worse = original_side(tmp_path / "worse", [(FAIRLEARN, FAIRLEARN[4] + 0.054), (OPACUS, OPACUS[4] - 0.05)])
+    assert main(["compare", at_baseline, worse, "--fail-on-regression", "0.03", "--json", str(tmp_path / "w.json"),
+                 "--width", "250"]) == 1
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("regression:")]
+    assert lines == [
+        "regression: Fairness_fairlearn (aide/gpt-5): signed improvement fell by 0.054 (0 -> -0.054, no seeds: noise "
+        "unknown); NI 0 -> 0 (drop 0)",
+        "regression: Privacy_opacus (aide/gpt-5): signed improvement fell by 0.05 (0 -> -0.05, no seeds: noise "
+        "unknown); NI 0 -> 0 (drop 0)"], out
+    assert "FAILED: 2 task(s) lost more than 0.03 in signed improvement or NI against " in out
+    assert "NI is clamped at 0" in out and "REGRESSION: signed improvement" in out
+    rows = {row["task"]: row for row in json.loads((tmp_path / "w.json").read_text())["tasks"]}
+    assert rows["Fairness_fairlearn"]["signed_delta"] == pytest.approx(-0.054)
+    assert rows["Privacy_opacus"]["signed_new"] == pytest.approx(-0.05) and rows["Privacy_opacus"]["ni_delta"] == 0
+
+    better = original_side(tmp_path / "better", [(FAIRLEARN, FAIRLEARN[4] - 0.05), (OPACUS, OPACUS[4] + 0.05)])
+    for old, new in ((at_baseline, better), (at_baseline, at_baseline), (worse, worse), (worse, at_baseline)):
+        assert main(["compare", old, new, "--fail-on-regression", "0.03"]) == 0, (old, new)
+        out = capsys.readouterr().out
+        assert "regression:" not in out and "no task lost more than 0.03 in signed improvement or NI" in out
+
+
+def test_the_pytest_gate_sees_a_session_fall_below_the_baseline(pytester, toy, bench, write_agent):
+    agent = f"--agent={write_agent(TUNABLE_AGENT, cls='Tunable')}"
+    bench(agent, *BAD, "toy_task").assert_outcomes(passed=1)
+    (saved,) = sessions_of(pytester.path)
+    session = json.loads(saved.read_text())
+    scores = session["runs"][0]["scores"]
+    assert scores["raw_test"] < scores["baseline_test"] and scores["ni"] == 0  # below the baseline, clamped
+    # the same run as it would have scored at the baseline: NI 0 too
+    scores.update(raw_test=scores["baseline_test"], ni=0.0)
+    at_baseline = pytester.path / "at_baseline.json"
+    at_baseline.write_text(json.dumps(session))
+
+    result = bench(agent, *BAD, f"--fmlbench-compare={at_baseline}", "--fmlbench-fail-on-regression=0.002", "toy_task")
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["regression: toy_task (tunable/-): signed improvement fell by * (0 -> -*, no seeds: "
+                                 "noise unknown); NI 0 -> 0 (drop 0)",
+                                 "FAILED: 1 task(s) lost more than 0.002 in signed improvement or NI against *"])
+
+
+def test_the_signed_improvement_unclamped_with_its_power_and_a_scale_from_the_other_side():
+    from scipy import stats
+
+    from pytest_fmlbench.compare import compare
+
+    def rows(signed, scale=0.5):
+        # lower is better, D = 0.5: test = baseline - signed * D
+        return [{"agent": "a", "model": "-", "task": "t", "seed": seed, "metric": "gap", "direction": "lower",
+                 "transform": "none", "baseline_test": 0.2, "raw_test": 0.2 - s * 0.5, "ni": max(s, 0.0),
+                 "ni_val": 0.0, "note": "ok", "ni_scale": scale} for seed, s in enumerate(signed)]
+
+    from pytest_fmlbench.compare import Side
+
+    old, new = Side.from_rows("old", rows([0.0, 0.1, 0.05])), Side.from_rows("new", rows([-0.3, -0.1, -0.2]))
+    (t,) = compare(old, new).tasks
+    assert t.ni.delta == pytest.approx(-0.05) and t.signed.delta == pytest.approx(-0.25)
+    assert t.tripped(0.1) == ["signed improvement"] and t.tripped(0.01) == ["signed improvement", "NI"]
+    d = [-0.3, -0.2, -0.25]
+    sem = stats.sem(d)
+    assert t.signed.detectable == pytest.approx((stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * sem)
+    assert t.signed.p == pytest.approx(t.test.p)  # the same D on both sides: the test value's t-test
+
+    # a session saved before D was kept: it borrows the other side's D for the same task and baseline
+    (t,) = compare(Side.from_rows("old", rows([0.0, 0.1, 0.05], scale=None)), new).tasks
+    assert t.signed.delta == pytest.approx(-0.25)
+    (t,) = compare(Side.from_rows("old", rows([0.0], scale=None)), Side.from_rows("new", rows([0.0], scale=None))).tasks
+    assert t.signed.verdict == "n/a (no value on one side)" and t.tripped(0) == []

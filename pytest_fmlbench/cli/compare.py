@@ -1,4 +1,5 @@
-"""``fmlbench compare OLD NEW``: per-task paired deltas of NI and the test value between two sessions."""
+"""``fmlbench compare OLD NEW``: per-task paired deltas of NI, the signed improvement and the test value
+between two sessions."""
 
 from __future__ import annotations
 
@@ -20,17 +21,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the comparison as CSV")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
     parser.add_argument("--fail-on-regression", type=float, metavar="X",
-                        help="exit with status 1, one line per task, when a task's NI dropped by more than X")
+                        help="exit with status 1, one line per task, when a task's NI or signed improvement (NI "
+                        "without its clamp at 0) dropped by more than X")
     parser.add_argument("--width", type=int, default=160, help="table width in characters (default 160)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..compare import CompareInputError, compare, side_for
-    from ..compare.table import regression_line, render, write_csv, write_json
+    from ..compare.table import gate_line, regression_line, render, write_csv, write_json
 
     threshold = args.fail_on_regression
     if threshold is not None and (math.isnan(threshold) or threshold < 0):
-        print(f"fmlbench: --fail-on-regression must be 0 or more (an NI drop), got {threshold}", file=sys.stderr)
+        print(f"fmlbench: --fail-on-regression must be 0 or more (a drop of NI or signed improvement), got "
+              f"{threshold}", file=sys.stderr)
         return 2
     sessions_dir = args.fmlbench_out / "sessions"
     try:
@@ -48,10 +51,11 @@ def run(args: argparse.Namespace) -> int:
     if threshold is not None:
         regressed = comparison.regressions(threshold)
         for task in regressed:
-            print(regression_line(task))
+            print(regression_line(task, threshold))
+        print(gate_line(comparison, threshold))
         if regressed:
             return 1
     return 0
 
 
-COMMAND = ("compare", "per-task paired deltas of NI and the test value between two sessions", add_arguments, run)
+COMMAND = ("compare", "per-task paired deltas of NI, signed improvement and test value between two sessions", add_arguments, run)

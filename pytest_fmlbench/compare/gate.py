@@ -4,7 +4,8 @@
 session: ``last``, a number, a name); it is resolved when the session starts, before this session is
 saved, so ``last`` means the session before this one, and a bad reference stops pytest before any task
 runs. ``--fmlbench-fail-on-regression=X`` turns the comparison into a gate: the session's exit status
-is non-zero when a task's NI dropped by more than X, even if every item passed.
+is non-zero when a task's NI or signed improvement (NI without its clamp at 0) dropped by more than X,
+even if every item passed.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pytest
 
 from . import sessions
 from .diff import Comparison, compare
-from .sides import CompareInputError, Side, score_rows
-from .table import regression_line, render
+from .sides import CompareInputError, Side, scored_rows
+from .table import gate_line, regression_line, render
 
 
 class SessionGate:
@@ -31,7 +32,8 @@ class SessionGate:
         self.threshold = config.getoption("fmlbench_fail_on_regression")
         ref = config.getoption("fmlbench_compare")
         if self.threshold is not None and (math.isnan(self.threshold) or self.threshold < 0):
-            raise pytest.UsageError(f"--fmlbench-fail-on-regression must be 0 or more (an NI drop), got {self.threshold}")
+            raise pytest.UsageError("--fmlbench-fail-on-regression must be 0 or more (a drop of NI or signed "
+                                    f"improvement), got {self.threshold}")
         if self.threshold is not None and not ref:
             raise pytest.UsageError("--fmlbench-fail-on-regression needs --fmlbench-compare=OLD (a folder of runs, "
                                     "or a saved session: last, a number, a name)")
@@ -54,10 +56,13 @@ class SessionGate:
         by_dir = {Path(run_dir): nodeid for nodeid, (run_dir, _) in runs.items()}
         # a run left out was named by the session's summary already
         loaded = load_runs(sorted(by_dir), left_out=lambda *_: None)
-        rows = score_rows(loaded)
+        # a run the scorer leaves out has no row, and never shifts the others' node ids
+        scored = [(by_dir[run_dir], run_dir, row) for (_, _, run_dir), row in zip(loaded, scored_rows(loaded))
+                  if row is not None]
+        rows = [row for _, _, row in scored]
         try:
             self.saved = sessions.save(
-                self.sessions_dir, [(by_dir[run_dir], run_dir, row) for (_, _, run_dir), row in zip(loaded, rows)],
+                self.sessions_dir, scored,
                 commit=sessions.git_commit(Path(self.config.invocation_params.dir)),
                 args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir)
         except OSError as exc:
@@ -87,10 +92,7 @@ class SessionGate:
             return
         regressed = self.comparison.regressions(self.threshold)
         for task in regressed:
-            terminalreporter.write_line(regression_line(task), red=True, bold=True)
-        if regressed:
-            terminalreporter.write_line(f"FAILED: {len(regressed)} task(s) lost more than {self.threshold:g} NI "
-                                        f"against {self.comparison.old_label}", red=True)
-        else:
-            terminalreporter.write_line(f"no task lost more than {self.threshold:g} NI against "
-                                        f"{self.comparison.old_label}", green=True)
+            terminalreporter.write_line(regression_line(task, self.threshold), red=True, bold=True)
+        terminalreporter.write_line(gate_line(self.comparison, self.threshold), red=bool(regressed),
+                                    green=not regressed)
+

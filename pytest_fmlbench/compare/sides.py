@@ -3,6 +3,11 @@
 A side comes from a folder of run records (ours, or an original FML-bench results folder), read and
 scored by the same code as ``fmlbench score``, or from a saved session (:mod:`.sessions`), which keeps
 the scores its runs had when it ended.
+
+Beside NI, each run carries NI's scale D (``ni_scale``) and its signed improvement: the same
+direction-aware (test - baseline test) / D, without NI's clamp at 0, so that a run worse than the
+baseline scores below one that changed nothing. Sessions saved before D was kept have none; a
+comparison then borrows the other side's D for the same task and baseline (:mod:`.diff`).
 """
 
 from __future__ import annotations
@@ -10,11 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 # the columns a side keeps of the scorer's per-run rows (Scores.runs)
 COLUMNS = ("agent", "model", "task", "seed", "metric", "direction", "transform", "baseline_test", "raw_test",
            "ni", "ni_val", "note")
+# beside them, NI's scale D (sessions saved before it was kept have none: NaN)
+SCALE = "ni_scale"
 KEY = ("agent", "model", "task", "seed")
 
 
@@ -29,25 +37,70 @@ class Side:
 
     @classmethod
     def from_rows(cls, label: str, rows: list[dict]) -> Side:
-        frame = pd.DataFrame(rows, columns=list(COLUMNS))
-        for col in ("baseline_test", "raw_test", "ni", "ni_val"):
+        frame = pd.DataFrame(rows, columns=[*COLUMNS, SCALE])
+        for col in ("baseline_test", "raw_test", "ni", "ni_val", "ni_scale"):
             frame[col] = frame[col].astype(float)
         frame["seed"] = frame["seed"].astype(str)
-        return cls(label, frame)
+        return cls(label, with_signed(frame))
 
     def records(self) -> list[dict]:
         return self.runs.to_dict(orient="records")
 
 
-def score_rows(runs: list) -> list[dict]:
-    """The scorer's rows for (record, steps, run_dir) tuples or RunInputs; no exploration metrics (an
-    encoder would only cost time here: a comparison uses NI and the test value)."""
-    from ..scoring.aggregate import Scores
+def with_signed(frame: pd.DataFrame) -> pd.DataFrame:
+    """``signed``: NI without its clamp, on the scored scale (``direction`` is the scored one); NaN where
+    D is unknown or zero, as NI is then."""
+    gain = frame["raw_test"] - frame["baseline_test"]
+    gain = gain.where(frame["direction"] == "higher", -gain)
+    scale = frame["ni_scale"].where(frame["ni_scale"] > 0)
+    return frame.assign(signed=(gain / scale).astype(float).replace([np.inf, -np.inf], np.nan))
 
-    frame = Scores.from_runs(runs, encoder=None).runs
-    if frame.empty:
-        return []
-    return frame[list(COLUMNS)].to_dict(orient="records")
+
+def score_rows(runs: list) -> list[dict]:
+    """The scorer's rows for (record, steps, run_dir) tuples or RunInputs, with NI's scale D; no exploration
+    metrics (an encoder would only cost time here: a comparison uses NI and the test value)."""
+    return [row for row in scored_rows(runs) if row is not None]
+
+
+def scored_rows(runs: list) -> list[dict | None]:
+    """One entry per run given, in order: its row, or None for a run the scorer left out (it says why)."""
+    from ..scoring.aggregate import Scores, say_left_out
+    from ..scoring.runs import RunInput, from_record
+
+    inputs = []
+    for item in runs:
+        try:
+            inputs.append(item if isinstance(item, RunInput) else from_record(*item))
+        except Exception:
+            inputs.append(item)  # not readable as a run: the scorer leaves it out and says why
+    left: set[int] = set()
+
+    def left_out(item, why: str) -> None:
+        # without an encoder, the scorer tells only of runs it leaves out
+        left.add(id(item))
+        say_left_out(item, why)
+
+    # all runs in one pass: the scorer tells apart what only the whole set shows (one task's versions)
+    frame = Scores.from_runs(inputs, encoder=None, left_out=left_out).runs
+    rows = iter(frame[list(COLUMNS)].to_dict(orient="records") if not frame.empty else [])
+    out: list[dict | None] = []
+    for run in inputs:
+        if id(run) in left:
+            out.append(None)
+        else:
+            row = next(rows)
+            out.append({**row, SCALE: _scale(run, row["baseline_test"])})
+    return out
+
+
+def _scale(run, baseline_test: float) -> float:
+    """NI's D for one run, from its task's normalisation bounds (on the scored scale) and baseline test value."""
+    from ..scoring.metrics import scale
+
+    try:
+        return scale(run.norm_best, run.norm_worst, baseline_test)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def from_folder(folder: Path, label: str | None = None) -> Side:

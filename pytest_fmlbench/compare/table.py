@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from .diff import NO_SEEDS, RULE, Comparison, Delta, TaskComparison
+from .diff import MEASURES, NO_SEEDS, POWER, POWER_RULE, RULE, SIGNED, Comparison, Delta, TaskComparison
 from ..reports.text import LiteralTable, print_whole
 from ..safe_text import printable
 
@@ -35,9 +35,49 @@ def _seeds(t: TaskComparison) -> str:
     return f"{len(t.old_seeds)} / {len(t.new_seeds)} (none paired)"
 
 
-def regression_line(t: TaskComparison) -> str:
-    return (f"regression: {printable(t.task)} ({printable(t.solver)}): NI {_num(t.ni.old)} -> {_num(t.ni.new)} "
-            f"(drop {_num(t.drop())}; {t.ni.verdict})")
+def regression_line(t: TaskComparison, threshold: float = 0.0) -> str:
+    """One line per regressed task, the measures that fell by more than ``threshold`` first, each with its noise
+    and power."""
+    tripped = t.tripped(threshold)
+    parts = []
+    for name, attr in sorted(MEASURES, key=lambda m: m[0] not in tripped):
+        d = getattr(t, attr)
+        if name in tripped:
+            parts.append(f"{name} fell by {_num(t.drop(attr))} ({_num(d.old)} -> {_num(d.new)}, {d.verdict}"
+                         f"{_detectable_suffix(d)})")
+        else:
+            parts.append(f"{name} {_num(d.old)} -> {_num(d.new)} (drop {_num(t.drop(attr))})")
+    return f"regression: {printable(t.task)} ({printable(t.solver)}): " + "; ".join(parts)
+
+
+def gate_line(comparison: Comparison, threshold: float) -> str:
+    """The gate's verdict in one line, naming both measures and the threshold they share."""
+    regressed = comparison.regressions(threshold)
+    measures = " or ".join(name for name, _ in MEASURES)
+    if regressed:
+        return (f"FAILED: {len(regressed)} task(s) lost more than {threshold:g} in {measures} against "
+                f"{comparison.old_label}")
+    return f"no task lost more than {threshold:g} in {measures} against {comparison.old_label}"
+
+
+def power_line(comparison: Comparison) -> str:
+    """What size of drop of the signed improvement each task's seeds could have told from the noise."""
+    return (f"detectable drop of the {SIGNED} ({POWER:.0%} power, p < 0.05): "
+            + ", ".join(f"{printable(t.task)} {detectable(t.signed)}" for t in comparison.tasks))
+
+
+def detectable(d: Delta) -> str:
+    if d.verdict.startswith("n/a"):
+        return "n/a"
+    if math.isnan(d.detectable):
+        return "unknown (one seed a side)"
+    if d.detectable == 0:
+        return "any (no spread)"
+    return _num(d.detectable, digits=2)
+
+
+def _detectable_suffix(d: Delta) -> str:
+    return f", detectable {_num(d.detectable, digits=2)}" if not math.isnan(d.detectable) and d.detectable else ""
 
 
 def render(comparison: Comparison, width: int = 160, threshold: float | None = None) -> str:
@@ -50,16 +90,19 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     table.add_column("Seeds", overflow="fold")
     table.add_column("NI old -> new", justify="right", overflow="fold")
     table.add_column("Δ NI", justify="right", no_wrap=True)
+    table.add_column("Signed old -> new", justify="right", overflow="fold")
+    table.add_column("Δ signed", justify="right", no_wrap=True)
     table.add_column("Test old -> new", justify="right", overflow="fold")
     table.add_column("Δ test", justify="right", overflow="fold")
     table.add_column("Beyond noise", overflow="fold")
     if threshold is not None:
-        table.add_column(f"Gate: NI drop > {threshold:g}", no_wrap=True)
-    regressed = {id(t) for t in comparison.regressions(threshold)} if threshold is not None else set()
+        table.add_column(f"Gate: drop > {threshold:g}", overflow="fold")
     for t in comparison.tasks:
         arrow = "↑" if t.direction == "higher" else "↓"
-        gate = [] if threshold is None else ["REGRESSION" if id(t) in regressed else "ok"]
+        tripped = t.tripped(threshold) if threshold is not None else []
+        gate = [] if threshold is None else [f"REGRESSION: {', '.join(tripped)}" if tripped else "ok"]
         table.add_row(t.solver, t.task, _seeds(t), _old_new(t.ni), _pm(t.ni.delta, t.ni.sem, signed=True),
+                      _old_new(t.signed), _pm(t.signed.delta, t.signed.sem, signed=True),
                       _old_new(t.test), f"{_pm(t.test.delta, t.test.sem, signed=True)} {t.metric} {arrow}",
                       noise(t), *gate)
     print_whole(console, table)
@@ -68,7 +111,14 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
             label = comparison.old_label if name == "OLD" else comparison.new_label
             print_whole(console, f"only in {name} ({printable(label)}): "
                         + ", ".join(f"{printable(task)} ({printable(solver)})" for solver, task in only))
-    print_whole(console, f"matched on {comparison.matching}; deltas are new - old, mean ± SEM over paired seeds; {RULE}")
+    print_whole(console, f"matched on {comparison.matching}; deltas are new - old, mean ± SEM over paired seeds; {RULE}; "
+                         f"{POWER_RULE}")
+    print_whole(console, f"NI is clamped at 0 (as the original's): a run worse than the baseline scores NI 0, like one "
+                         f"that changed nothing; the {SIGNED} is NI without the clamp, (test - baseline test) / D in the "
+                         "better direction" + ("; the gate fails a task when either fell by more than "
+                                               f"{threshold:g}" if threshold is not None else ""))
+    if comparison.tasks:
+        print_whole(console, power_line(comparison))
     return buffer.getvalue()
 
 
@@ -77,7 +127,8 @@ def _old_new(d: Delta) -> str:
 
 
 def noise(t: TaskComparison) -> str:
-    """Which of the two changes exceed the noise across seeds (the rule is printed under the table)."""
+    """Which of the changes exceed the noise across seeds (the rule is printed under the table). The signed
+    improvement is the test value's change over the same D on both sides: its test is the test value's."""
     verdicts = {"NI": t.ni, "test": t.test}
     beyond = [f"{name} (p={d.p:.2g})" for name, d in verdicts.items() if d.verdict.startswith("exceeds")]
     if beyond:
