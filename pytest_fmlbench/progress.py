@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -30,6 +31,7 @@ LIVE_DIR = "live"
 # under LIVE_DIR: one file per Slurm job (item, job id, Slurm state), written by the --slurm controller
 JOBS_DIR = "jobs"
 LINES_KEPT = 100
+REASON_CHARS = 200
 POLL_S = 0.5
 
 
@@ -106,13 +108,29 @@ def queued_row(job: dict[str, Any]) -> dict[str, Any]:
             "action": f"slurm {job['job_id']} {job['state']}"}
 
 
+# the head of an error whose cause is in its last line (a Python error's last line names it)
+_EXITED = re.compile(r"exited with code -?\d+$")
+
+
+def failure_reason(error: str) -> str:
+    """Why a step failed, in one line: the broken constraint with its value, a timeout or a limit (the error's
+    head says so), or else the error's last line (an experiment's ``KeyError: 'lr'``)."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if _EXITED.search(lines[0]) and len(lines) > 1 else lines[0]
+
+
 def plain_line(state: dict[str, Any]) -> str:
     d = describe(state)
     last = state.get("last") or {}
     outcome = "failed" if not last.get("success") else f"{last.get('metric'):.4g}"
     action = printable(last.get("action", ""))
-    return (f"[fmlbench] {d['item']} step {state['done']}/{state['steps_total']} {action} -> "
+    line = (f"[fmlbench] {d['item']} step {state['done']}/{state['steps_total']} {action} -> "
             f"{outcome}; best {d['best']}, failed {d['failed']}, tokens {d['tokens']}, {d['cost']}, {d['elapsed']}")
+    reason = last.get("reason") if not last.get("success") else None
+    # the step's own words (an experiment's error) end the line, spelt out and cut
+    return f"{line}; reason: {printable(' '.join(str(reason).split()), REASON_CHARS)}" if reason else line
 
 
 def _clock(seconds: float) -> str:

@@ -24,15 +24,17 @@ from . import datacache, devices, isolation
 from .datacache import DataCache, default_root
 from .agent_host import host
 from .agent_host.launcher import AgentLimits
+from .agent_host.crash_site import agent_frame
 from .agent_host.locate import AgentLocator, locate_class
-from .agent_host.outcome import one_line
+from .agent_host.outcome import AgentOutcome, one_line
 from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
-from .agentkit import Agent
+from .agentkit import Agent, AgentLoadError
 from .executor import scrubbed_env
 from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
 from .record import RecordUnreadable, RunRecord, RunStore, now
+from .safe_text import printable
 from .spec import Task
 from .workspace import HarnessError, IntegrityViolation, Workspace
 
@@ -312,10 +314,35 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             pool.close()
     if agent.kind == "failed":
         finish("error", error=f"agent {settings.agent_name} {agent.reason}\n{agent.detail}"[-4000:])
-        raise RunError(f"{task.id}: agent {settings.agent_name} {agent.reason}")
+        raise RunError(_agent_failure(task, settings, agent, store, host.agent_log(store.logs, session)))
     if agent.kind == "stopped":
         return finish("stopped", stop_reason=agent.reason)
     return finish("finished", end_reason=agent.reason or None)
+
+
+def _agent_failure(task: Task, settings: RunSettings, agent: AgentOutcome, store: RunStore, log: Path) -> str:
+    """The failure's one line. Under a crash's: the agent's own frame, and the files that keep its whole
+    traceback (the record's ``error``; its process's log, where the traceback is printed in full)."""
+    line = f"{task.id}: agent {settings.agent_name} {agent.reason}"
+    if not agent.reason.startswith("crashed"):
+        return line  # a limit, a timeout, a broken protocol: the line names it; its record keeps the output
+    lines = [line]
+    frame = agent_frame(agent.detail, _agent_code(settings))
+    if frame is not None:
+        lines.append(f"  in the agent's code: {frame}")
+    kept = [store.record_path, *([log] if settings.agent_mode == "process" and log.is_file() else [])]
+    lines.append(f"  traceback: {' and '.join(printable(path) for path in kept)}")
+    return "\n".join(lines)
+
+
+def _agent_code(settings: RunSettings) -> tuple[str, ...]:
+    """The agent's own files and folders (an external agent is another program: none)."""
+    if settings.agent_mode == "external" or (settings.agent_locator is None and settings.agent_cls is None):
+        return ()
+    try:
+        return (settings.agent_locator or locate_class(settings.agent_cls)).code
+    except AgentLoadError:  # a class no process can import ran in this one: its frames are not told apart
+        return ()
 
 
 def _protocol_of(provider: str | None) -> str | None:

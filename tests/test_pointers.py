@@ -41,3 +41,83 @@ def test_a_path_option_inside_the_project_as_two_words_keeps_the_root(pytester, 
                    "pytest.ini")
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     assert [line for line in result.stdout.lines if "::" in line] == ["toy_task::toy_task[seed0]"]
+
+
+CRASHES_BEFORE_ITS_FIRST_STEP = """
+    from pytest_fmlbench import Agent
+
+    class MyAgent(Agent):
+        def run(self, session):
+            config = self.read_config({})
+            session.run_step("baseline")
+
+        def read_config(self, files):
+            return files["cfg.json"]
+"""
+
+
+@pytest.mark.parametrize("where", ["own process", "in process"])
+def test_an_agent_crash_points_at_the_agents_line_and_where_its_traceback_is(pytester, toy, bench, write_agent,
+                                                                            where):
+    spec = write_agent(CRASHES_BEFORE_ITS_FIRST_STEP)
+    source = (pytester.path / "my_agent.py").read_text().splitlines()
+    line = source.index('        return files["cfg.json"]') + 1
+    result = bench(f"--agent={spec}", *(["--agent-in-process"] if where == "in process" else []), "toy_task")
+    result.assert_outcomes(errors=1)
+    run_dir, = (pytester.path / "reports" / "fmlbench" / "runs" / "toy_task").iterdir()
+    log = run_dir / "logs" / "agent.log"
+    kept = f"{run_dir / 'record.json'} and {log}" if where == "own process" else f"{run_dir / 'record.json'}"
+    result.stdout.fnmatch_lines([
+        "toy_task: agent MyAgent crashed: KeyError: 'cfg.json'",
+        f"  in the agent's code: {pytester.path / 'my_agent.py'}:{line} in read_config: return files[[]\"cfg.json\"]",
+        f"  traceback: {kept}",
+    ], consecutive=True)
+    if where == "own process":
+        # the log holds the whole traceback, not only the header line of the agent's process
+        text = log.read_text()
+        assert "Traceback (most recent call last)" in text and f'line {line}, in read_config' in text
+        assert text.rstrip().endswith("KeyError: 'cfg.json'")
+
+
+def test_the_agents_frame_is_its_last_in_its_own_files_and_shown_as_text(tmp_path):
+    from pytest_fmlbench.agent_host.crash_site import agent_frame
+
+    agent = tmp_path / "agents" / "mine"
+    trace = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/site/pytest_fmlbench/agent_host/child.py", line 32, in run_agent',
+        "    agent.run(session)",
+        f'  File "{agent}/loop.py", line 7, in run',
+        "    self.step(session)",
+        f'  File "{agent}/loop.py", line 12, in step',
+        "    plan = json.loads(reply)\x1b[2J",
+        "           ^^^^^^^^^^^^^^^^^",
+        '  File "/usr/lib/python3.11/json/__init__.py", line 346, in loads',
+        "    return _default_decoder.decode(s)",
+        f'  File "{agent}x/other.py", line 1, in elsewhere',
+        "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+    ])
+    frame = agent_frame(trace, [str(agent)])
+    assert (frame.file, frame.line, frame.function) == (f"{agent}/loop.py", 12, "step")
+    assert str(frame) == f"{agent}/loop.py:12 in step: plan = json.loads(reply)\\x1b[2J"
+    assert agent_frame(trace, []) is None
+
+
+@pytest.mark.parametrize("error, reason", [
+    ("val run exited with code 1\nTraceback (most recent call last):\n  File \"train.py\"\nKeyError: 'epochs'\n",
+     "KeyError: 'epochs'"),
+    ("constraint violated: epsilon (value 8.2 vs limit 3.0)", "constraint violated: epsilon (value 8.2 vs limit 3.0)"),
+    ("val run timed out after 60 s (process group killed)\nepoch 3/100", "val run timed out after 60 s (process group killed)"),
+])
+def test_a_failed_steps_live_line_ends_with_its_reason(tmp_path, error, reason):
+    from pytest_fmlbench.progress import LiveFile, failure_reason
+
+    live = LiveFile(tmp_path, "run", "toy_task[seed0]", 3, 0.76, "higher", 1.0)
+    live.update(step=1, done=1, action="tweak", failed=1,
+                last={"action": "tweak", "success": False, "metric": None, "reason": failure_reason(error)})
+    live.update(step=2, done=2, action="tweak", best_val=0.8,
+                last={"action": "tweak", "success": True, "metric": 0.8, "reason": ""})
+    (_, failed), (_, passed) = live.state["lines"]
+    assert failed.startswith("[fmlbench] toy_task[seed0] step 1/3 tweak -> failed; ")
+    assert failed.endswith(f"; reason: {reason}")
+    assert "reason" not in passed

@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from ..agentkit.base import Agent
@@ -23,9 +24,10 @@ from .protocol import MAX_CAUGHT, MAX_MESSAGE_BYTES, MAX_TRACEBACK_CHARS, decode
 from .transport import HarnessGone, SocketTransport, hello
 
 
-def run_agent(agent: Agent, session: Session) -> dict[str, Any]:
+def run_agent(agent: Agent, session: Session,
+              show_crash: Callable[[BaseException], None] = lambda exc: None) -> dict[str, Any]:
     """How ``agent.run(session)`` ended, as the protocol's ``done`` arguments, with the exceptions its
-    main loop caught and went on from (``session.caught``)."""
+    main loop caught and went on from (``session.caught``); a crash is also given to ``show_crash``."""
     try:
         agent.run(session)
     except BudgetExhausted:
@@ -35,6 +37,7 @@ def run_agent(agent: Agent, session: Session) -> dict[str, Any]:
     except HarnessGone:
         raise
     except (Exception, SystemExit) as exc:
+        show_crash(exc)
         done = crashed(exc)
     else:
         reason = getattr(agent, "end_reason", "")
@@ -50,6 +53,16 @@ def crashed(exc: BaseException) -> dict[str, Any]:
             "traceback": text[-MAX_TRACEBACK_CHARS:]}
 
 
+def _into_log(exc: BaseException) -> None:
+    """The whole traceback on the process's standard error, which is its log (``logs/agent.log``): the
+    record keeps only its end. The interpreter's own stream, whatever the agent did with ``sys.stderr``."""
+    try:
+        traceback.print_exception(exc, file=sys.__stderr__)
+        sys.__stderr__.flush()
+    except Exception:  # an agent that closed its standard error: its 'done' message still says how it ended
+        pass
+
+
 def _run(sock: socket.socket) -> int:
     transport = SocketTransport(sock)
     try:
@@ -59,9 +72,10 @@ def _run(sock: socket.socket) -> int:
             agent_cls = AgentLocator.from_json(greeting["agent"]["locator"]).load()
             agent = agent_cls(agent_cls.Options.model_validate(greeting["agent"]["options"]))
         except Exception as exc:  # its module may fail in any way while importing
+            _into_log(exc)
             done = crashed(exc)
         else:
-            done = run_agent(agent, session)
+            done = run_agent(agent, session, show_crash=_into_log)
         transport.request("done", done)
     except HarnessGone:
         return 1  # the harness ended the run; nothing is left to say

@@ -94,7 +94,7 @@ def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, ste
         else:
             proc = AgentProcess("run", sandboxed=sandboxed, code=[Path(c) for c in locator.code],
                                 hidden=list(hidden), hide_data=tuple(task.spec.sandbox.hide),
-                                agent_limits=agent_limits, log_path=log_dir / _log_name(session), lent=lent.binds())
+                                agent_limits=agent_limits, log_path=agent_log(log_dir, session), lent=lent.binds())
             outcome = _own_process(proc, dispatcher, budget)
         if dispatcher.fatal is not None:
             raise dispatcher.fatal
@@ -150,6 +150,7 @@ def _process_failure(ended: Ended, proc: AgentProcess, budget: float) -> str:
     return f"process ended before the agent said it was done ({proc.exit_description()})"
 
 
-def _log_name(session: HarnessSession) -> str:
+def agent_log(log_dir: Path, session: HarnessSession) -> Path:
+    """The log of the agent's own process (its output, and the traceback where it crashed)."""
     resumed = session.resumed_after
-    return f"agent_after_step_{resumed:04d}.log" if resumed else "agent.log"
+    return log_dir / (f"agent_after_step_{resumed:04d}.log" if resumed else "agent.log")
