@@ -58,4 +58,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = ("compare", "per-task paired deltas of NI, signed improvement and test value between two sessions", add_arguments, run)
+COMMAND = ("compare", "per-task paired deltas of NI, signed improvement and test value between two sessions",
+           add_arguments, run)

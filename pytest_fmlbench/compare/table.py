@@ -111,12 +111,12 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
             label = comparison.old_label if name == "OLD" else comparison.new_label
             print_whole(console, f"only in {name} ({printable(label)}): "
                         + ", ".join(f"{printable(task)} ({printable(solver)})" for solver, task in only))
-    print_whole(console, f"matched on {comparison.matching}; deltas are new - old, mean ± SEM over paired seeds; {RULE}; "
-                         f"{POWER_RULE}")
-    print_whole(console, f"NI is clamped at 0 (as the original's): a run worse than the baseline scores NI 0, like one "
-                         f"that changed nothing; the {SIGNED} is NI without the clamp, (test - baseline test) / D in the "
-                         "better direction" + ("; the gate fails a task when either fell by more than "
-                                               f"{threshold:g}" if threshold is not None else ""))
+    print_whole(console, f"matched on {comparison.matching}; deltas are new - old, mean ± SEM over paired seeds; "
+                         f"{RULE}; {POWER_RULE}")
+    gate = f"; the gate fails a task when either fell by more than {threshold:g}" if threshold is not None else ""
+    print_whole(console, "NI is clamped at 0 (as the original's): a run worse than the baseline scores NI 0, like one "
+                         f"that changed nothing; the {SIGNED} is NI without the clamp, (test - baseline test) / D in "
+                         f"the better direction{gate}")
     if comparison.tasks:
         print_whole(console, power_line(comparison))
     return buffer.getvalue()
