@@ -313,7 +313,10 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         if pool is not None:
             pool.close()
     if agent.kind == "failed":
-        finish("error", error=f"agent {settings.agent_name} {agent.reason}\n{agent.detail}"[-4000:])
+        head = f"agent {settings.agent_name} {agent.reason}\n"
+        # the head names the failure (the tables' note reads it); the detail's end is where its cause is
+        room = max(0, 4000 - len(head))
+        finish("error", error=head + (agent.detail[-room:] if room else ""))
         raise RunError(_agent_failure(task, settings, agent, store, host.agent_log(store.logs, session)))
     if agent.kind == "stopped":
         return finish("stopped", stop_reason=agent.reason)

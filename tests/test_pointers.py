@@ -72,6 +72,8 @@ def test_an_agent_crash_points_at_the_agents_line_and_where_its_traceback_is(pyt
         f"  in the agent's code: {pytester.path / 'my_agent.py'}:{line} in read_config: return files[[]\"cfg.json\"]",
         f"  traceback: {kept}",
     ], consecutive=True)
+    assert "agent crashed before its first step -> baseline" in result.stdout.str()
+    assert "all val failed" not in result.stdout.str()
     if where == "own process":
         # the log holds the whole traceback, not only the header line of the agent's process
         text = log.read_text()
@@ -121,3 +123,26 @@ def test_a_failed_steps_live_line_ends_with_its_reason(tmp_path, error, reason):
     assert failed.startswith("[fmlbench] toy_task[seed0] step 1/3 tweak -> failed; ")
     assert failed.endswith(f"; reason: {reason}")
     assert "reason" not in passed
+
+
+
+@pytest.mark.parametrize("fields, note", [
+    ({"error": "agent a crashed: KeyError: 'cfg.json'\nTraceback ...", "steps_used": 0},
+     "agent crashed before its first step -> baseline"),
+    ({"error": "agent a exceeded its time budget of 8 s; its process was killed", "steps_used": 0},
+     "agent failed before its first step -> baseline"),
+    # a step ran: the agent's crash came later, its steps' outcome stands
+    ({"error": "agent a crashed: KeyError: 'x'", "steps_used": 1},
+     "all val failed -> baseline"),
+    ({"error": "harness error: prepare exited with code 1", "steps_used": 0},
+     "all val failed -> baseline"),
+])
+def test_the_note_says_the_agent_failed_before_its_first_step(fields, note):
+    from scoring.records import record
+
+    from pytest_fmlbench.scoring import score_run
+    from pytest_fmlbench.scoring.runs import from_record
+
+    scored = score_run(from_record(record(status="error", test_metric=None, test_on_baseline=True,
+                                          valid_steps=0, best_val=None, **fields), []))
+    assert scored["note"].startswith(note), scored["note"]

@@ -116,6 +116,8 @@ def note(run: RunInput) -> str:
     _, _, all_val_failed = test_side(run)
     if run.test_reason == "integrity violated":
         outcome = "integrity violated -> baseline"
+    elif run.test_reason.endswith("before its first step"):
+        outcome = f"{run.test_reason} -> baseline"  # no step ran: none failed
     elif all_val_failed:
         outcome = "all val failed -> baseline"
         if run.tested_baseline:

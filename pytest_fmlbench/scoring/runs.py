@@ -100,6 +100,11 @@ def test_reason(record: RunRecord) -> str:
     if record.integrity == "violated":
         return "integrity violated"
     if record.status == "error":
+        # the runner records an agent's failure as "agent NAME <reason>": no step ran, so none failed
+        error = record.error or ""
+        if error.startswith(f"agent {record.agent} ") and record.steps_used == 0:
+            crashed = error.startswith(f"agent {record.agent} crashed")
+            return f"agent {'crashed' if crashed else 'failed'} before its first step"
         return "run crashed"
     if record.status == "running":
         return "run incomplete"
