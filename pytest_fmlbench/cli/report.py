@@ -29,15 +29,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         choice = encoder_choice(args)
-        path = write_html(runs, args.html, scores=Scores.from_runs(runs, encoder=choice))
+        scores = Scores.from_runs(runs, encoder=choice)
+        path = write_html(runs, args.html, scores=scores)
     except (EncoderUnavailable, ReportUnavailable) as exc:
         print(f"fmlbench: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"fmlbench: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"wrote {path} ({len(runs)} run(s))")
+    print(f"wrote {path} ({len(runs)} run(s){groups_line(scores)})")
     return 0
+
+
+def groups_line(scores) -> str:
+    """What the page holds beyond a count: its run groups (only seeds are averaged) and its smoke runs."""
+    from ..scoring.groups import SMOKE_NOTE
+
+    groups = scores.groups()
+    smoke = sum(len(part.runs) for group, part in groups if group.smoke)
+    text = f" in {len(groups)} group(s), each its own column" if len(groups) > 1 else ""
+    return text + (f"; {smoke} smoke run(s): {SMOKE_NOTE}" if smoke else "")
 
 
 COMMAND = ("report", "write a static HTML report of the runs under RUN_DIR...", add_arguments, run)

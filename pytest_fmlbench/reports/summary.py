@@ -151,6 +151,9 @@ class SessionOptions(_Strict):
     agent_code_sha256: str | None = None
     # the judges of --fmlbench-judge (provider:model)
     judges: list[str] = []
+    # --scale of full-profile tasks: "full", or "smoke" (a check of the code path, not a result); null where
+    # the session did not say
+    scale: str | None = None
 
 
 class SessionSummary(_Strict):

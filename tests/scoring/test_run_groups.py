@@ -134,3 +134,13 @@ def test_a_groups_title_is_short_stable_and_readable_from_a_record():
                               agent_options={"x": "y" * 200})).startswith("a / m / via p / steps 4 / opts x=yyy")
     long = options_text("a", json.dumps({"x": "y" * 200}))
     assert len(long) <= 60 and long != options_text("a", json.dumps({"x": "y" * 199}))
+
+
+def test_the_report_commands_line_names_its_groups_and_smoke_runs(tmp_path):
+    from pytest_fmlbench.cli.report import groups_line
+
+    root = tmp_path / "runs"
+    write_run(root / "smoke", ONE_STEP, agent="baseline", scale="smoke")
+    write_run(root / "full", ONE_STEP, agent="baseline", steps_budget=3)
+    scores = Scores.from_runs(load_runs(find_run_dirs(root)), encoder=None)
+    assert groups_line(scores) == f" in 2 group(s), each its own column; 1 smoke run(s): {SMOKE_NOTE}"
