@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
@@ -325,21 +326,36 @@ def encode(message: dict[str, Any]) -> bytes:
     return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
 
 
-def decode(line: bytes | bytearray) -> dict[str, Any]:
-    """One line an agent sent, as a JSON object within the protocol's limits; raises ProtocolViolation for
-    anything else. Its cost is bounded by the line's size and MAX_JSON_VALUES, whatever it holds."""
-    if len(line) > MAX_MESSAGE_BYTES:
-        raise ProtocolViolation(f"a message of {len(line)} bytes; a message has at most {MAX_MESSAGE_BYTES}")
-    _count_values(line)
+@dataclass(frozen=True)
+class JsonLimits:
+    """What one JSON object read from an agent's side may cost: bytes, values and keys, levels of nesting."""
+
+    max_bytes: int
+    max_values: int
+    max_depth: int
+    what: str = "a message"  # how refusals name it
+
+
+MESSAGE_LIMITS = JsonLimits(MAX_MESSAGE_BYTES, MAX_JSON_VALUES, MAX_MESSAGE_DEPTH)
+
+
+def decode(line: bytes | bytearray, limits: JsonLimits = MESSAGE_LIMITS) -> dict[str, Any]:
+    """One line an agent sent, as a JSON object within the protocol's limits (or ``limits``); raises
+    ProtocolViolation for anything else. Its cost is bounded by the line's size and the values it may hold,
+    whatever it holds."""
+    what = limits.what
+    if len(line) > limits.max_bytes:
+        raise ProtocolViolation(f"{what} of {len(line)} bytes; {what} has at most {limits.max_bytes}")
+    _count_values(line, limits)
     try:
         # pydantic-core's reader refuses what is not UTF-8, lone surrogates, NaN and Infinity
         value = from_json(line, allow_inf_nan=False)
     except ValueError as exc:
         hint = " (NaN and Infinity are not JSON numbers)" if b"NaN" in line or b"Infinity" in line else ""
-        raise ProtocolViolation(f"a message that is not JSON in UTF-8 ({exc}){hint}") from None
+        raise ProtocolViolation(f"{what} that is not JSON in UTF-8 ({exc}){hint}") from None
     if not isinstance(value, dict):
-        raise ProtocolViolation(f"a message that is not a JSON object ({type(value).__name__})")
-    _check_numbers_and_depth(value)
+        raise ProtocolViolation(f"{what} that is not a JSON object ({type(value).__name__})")
+    _check_numbers_and_depth(value, limits)
     return value
 
 
@@ -354,8 +370,8 @@ def decode_reply(line: bytes) -> dict[str, Any]:
     return value
 
 
-def _count_values(line: bytes | bytearray) -> None:
-    """Refuses a line of more than MAX_JSON_VALUES values and keys before it is parsed: outside strings, every
+def _count_values(line: bytes | bytearray, limits: JsonLimits) -> None:
+    """Refuses a line of more than ``limits.max_values`` values and keys before it is parsed: outside strings, every
     value after an array's or an object's first follows a comma, and every container opens with a bracket."""
     # escaped backslashes and quotes are no string's end; what is left of them leaves the count unchanged
     text = line.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in line else line
@@ -371,25 +387,26 @@ def _count_values(line: bytes | bytearray) -> None:
             break  # not JSON: the parser says so
         values += 1  # each string: a key or a value (this also bounds the loop)
         at = close + 1
-        if values > MAX_JSON_VALUES:
+        if values > limits.max_values:
             break
-    if values > MAX_JSON_VALUES:
-        raise ProtocolViolation(f"a message of more than {MAX_JSON_VALUES} JSON values")
+    if values > limits.max_values:
+        raise ProtocolViolation(f"{limits.what} of more than {limits.max_values} JSON values")
 
 
-def _check_numbers_and_depth(message: dict[str, Any]) -> None:
+def _check_numbers_and_depth(message: dict[str, Any], limits: JsonLimits) -> None:
+    what = limits.what
     stack = [(message, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_MESSAGE_DEPTH:
-            raise ProtocolViolation(f"a message nested more than {MAX_MESSAGE_DEPTH} levels deep")
+        if depth > limits.max_depth:
+            raise ProtocolViolation(f"{what} nested more than {limits.max_depth} levels deep")
         for child in item.values() if isinstance(item, dict) else item:
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
             elif isinstance(child, float) and not math.isfinite(child):
-                raise ProtocolViolation(f"a message holding a number that is not finite ({child})")
+                raise ProtocolViolation(f"{what} holding a number that is not finite ({child})")
             elif isinstance(child, int) and not INT_MIN <= child <= INT_MAX:
-                raise ProtocolViolation("a message holding an integer outside 64 bits")
+                raise ProtocolViolation(f"{what} holding an integer outside 64 bits")
 
 
 def parse_request(message: dict[str, Any]) -> tuple[int, str, _Args]:

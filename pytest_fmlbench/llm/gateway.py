@@ -42,6 +42,7 @@ try:
 except ImportError:  # pragma: no cover - the same client under its usual name
     import httpx
 
+from ..agent_host.protocol import JsonLimits, ProtocolViolation, decode
 from ..record import Usage
 from ..session import RunStopped
 from .client import LLMClient
@@ -61,6 +62,11 @@ ROUTES = {
 }
 
 MAX_BODY = 32 * 2**20  # bytes of one request; a coding tool's longest conversations stay far below
+# A request body is what the agent's tool sends: read within the same kind of limits as the agent's own
+# messages (no NaN, no lone surrogate, a bounded count of values and depth), so that parsing it costs the
+# harness a bounded amount (about 64 bytes a value) and every record of it reads back. A long conversation
+# with its tools' JSON schemas holds some 10^4-10^5 values, nested some 10-20 levels.
+BODY_LIMITS = JsonLimits(MAX_BODY, max_values=1 << 20, max_depth=64, what="a request body")
 REQUEST_CAP = 64_000  # characters of a request kept in its record
 TEXT_CAP = 32_000  # characters of a reply's text (and of its tool calls) kept in its record
 
@@ -219,12 +225,10 @@ class Gateway:
         except _BadBody as exc:
             return handler.send_json(exc.status, error_body(self.protocol, "invalid_request", str(exc)))
         try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
-        if not isinstance(body, dict):
+            body = decode(raw, BODY_LIMITS)
+        except ProtocolViolation as exc:
             return handler.send_json(400, error_body(self.protocol, "invalid_request",
-                                                     "fmlbench LLM gateway: the request body is not a JSON object"))
+                                                     f"fmlbench LLM gateway: {exc}"))
         try:
             self.client.check_budget()
         except RunStopped as exc:

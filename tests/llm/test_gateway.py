@@ -587,3 +587,27 @@ def test_a_stream_the_provider_breaks_off_is_broken_for_the_tool_too(tmp_path, s
     (record,) = [json.loads(line) for line in (tmp_path / "run" / "llm_calls.jsonl").read_text().splitlines()]
     assert record["upstream_error"] == "the provider's reply broke off"
     assert record["usage"]["input_tokens"] == 500 and client.spent.input_tokens == 500
+
+
+@pytest.mark.parametrize("body, refusal", [
+    (b'{"model": "gpt-4o", "messages": [], "temperature": NaN}', "not JSON"),
+    (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "\\ud800"}]}', "not JSON"),
+    (b'{"model": "gpt-4o", "x": ' + b"[" * 100 + b"]" * 100 + b"}", "nested more than 64 levels"),
+    (b'{"model": "gpt-4o", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "not JSON"),
+    (b'{"model": "gpt-4o", "x": [' + b"0," * (1 << 20) + b"0]}", "more than 1048576 JSON values"),
+    (b'{"model": "gpt-4o", "n": ' + b"9" * 30 + b"}", "integer outside 64 bits"),
+    (b"[1, 2]", "not a JSON object"),
+], ids=["nan", "lone-surrogate", "100-deep", "100000-deep", "too-many-values", "huge-integer", "not-an-object"])
+def test_a_hostile_request_body_is_refused_in_one_line_and_nothing_is_forwarded(rig, body, refusal):
+    """A tool's request body is an adversary's data too: read within limits, refused with a 400 that says why."""
+    import http.client
+
+    r = rig(Turn("never"), provider="openai", model="gpt-4o")
+    port = int(r.base_url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=body, headers={"content-type": "application/json"})
+    reply = conn.getresponse()
+    message = json.loads(reply.read())["error"]["message"]
+    conn.close()
+    assert reply.status == 400 and message.startswith("fmlbench LLM gateway: a request body") and refusal in message
+    assert r.wire.requests == [] and r.records() == [] and r.client.spent == Usage()
