@@ -333,3 +333,9 @@ def test_the_signed_improvement_unclamped_with_its_power_and_a_scale_from_the_ot
     assert t.signed.delta == pytest.approx(-0.25)
     (t,) = compare(Side.from_rows("old", rows([0.0], scale=None)), Side.from_rows("new", rows([0.0], scale=None))).tasks
     assert t.signed.verdict == "n/a (no value on one side)" and t.tripped(0) == []
+
+    # a smoke run has no NI against the declared baselines, so no signed improvement either: it cannot trip
+    smoke = [{**row, "ni": float("nan"), "note": "smoke: a check of the code path, not a result"}
+             for row in rows([-0.3, -0.1, -0.2])]
+    (t,) = compare(old, Side.from_rows("new", smoke)).tasks
+    assert t.tripped(0) == []

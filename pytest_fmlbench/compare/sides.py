@@ -49,11 +49,12 @@ class Side:
 
 def with_signed(frame: pd.DataFrame) -> pd.DataFrame:
     """``signed``: NI without its clamp, on the scored scale (``direction`` is the scored one); NaN where
-    D is unknown or zero, as NI is then."""
+    D is unknown or zero, and wherever NI is not defined (a smoke run: no result against declared baselines)."""
     gain = frame["raw_test"] - frame["baseline_test"]
     gain = gain.where(frame["direction"] == "higher", -gain)
     scale = frame["ni_scale"].where(frame["ni_scale"] > 0)
-    return frame.assign(signed=(gain / scale).astype(float).replace([np.inf, -np.inf], np.nan))
+    signed = (gain / scale).astype(float).replace([np.inf, -np.inf], np.nan)
+    return frame.assign(signed=signed.where(frame["ni"].notna()))
 
 
 def score_rows(runs: list) -> list[dict]:
