@@ -148,3 +148,23 @@ def test_sandbox_refusals_are_signals(run_dir):
     store.rewrite_steps(steps)
     [found] = signals(store.load(), store.load_steps(), run_dir)
     assert found.kind == "sandbox_blocked" and found.step == 2 and "Permission denied" in found.reason
+
+
+def test_the_research_review_and_suspect_runs_keep_run_groups_apart():
+    """Two option variants of one agent/model are two columns of the review, never one mean (issue 52)."""
+    import pandas as pd
+    from rich.console import Console
+
+    from pytest_fmlbench.audit.tables import audit_items
+
+    dims = ["consistency", "completeness", "novelty", "soundness", "insightfulness", "significance", "overall"]
+    rows = [{"task": "t", "agent": "a", "model": "-", "seed": 0, "group": group, "judges": "j", "judge_cost_usd": 0.0,
+             "suspect": 1, "suspect_reasons": f"why {group}", **{f"review_{d}": score for d in dims}}
+            for group, score in (("a / opts lr=0.05", 2.0), ("a / opts lr=0.1", 8.0))]
+    console = Console(width=200, record=True)
+    for item in audit_items(pd.DataFrame(rows)):
+        console.print(item)
+    text = console.export_text()
+    assert "a / opts lr=0.05 (overall)" in text and "a / opts lr=0.1 (overall)" in text
+    assert "5" not in text.split("Mean")[1].splitlines()[0]  # no mean of the two variants
+    assert "why a / opts lr=0.05" in text and "why a / opts lr=0.1" in text

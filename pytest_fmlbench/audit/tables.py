@@ -30,16 +30,23 @@ def _judges_line(runs: pd.DataFrame) -> str:
             + (" (averaged)" if len(names) > 1 else "") + f"; judging cost {cost} for {len(judged)} run(s)")
 
 
+def _with_solver(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each run's column: its run group (only seeds repeat within one), else its agent/model."""
+    if "group" in runs:
+        return runs.assign(solver=runs["group"].astype(str))
+    return runs.assign(solver=[solver_name(a, m) for a, m in zip(runs["agent"], runs["model"])])
+
+
 def research_table(runs: pd.DataFrame) -> list:
-    """One agent/model: per task, each dimension (mean over seeds); several: the overall score per agent."""
-    judged = _judged(runs)
+    """One run group: per task, each dimension (mean over seeds); several: the overall score per group."""
+    judged = _with_solver(_judged(runs))
     if judged.empty:
         return []
     rubric = load_rubric()
     dims = [d for d in rubric.dimensions if f"review_{d.name}" in judged]
     if not dims:
         return [f"Research review: no judge gave a usable review ({_judges_line(runs)})"]
-    solvers = sorted({(a, m) for a, m in zip(judged["agent"], judged["model"])})
+    solvers = sorted(judged["solver"].unique())
     title = f"Research review ({rubric.id}, 1-10) — {_judges_line(runs)}"
     table = LiteralTable(title=title, title_justify="left")
     table.add_column("Task", no_wrap=True)
@@ -52,15 +59,14 @@ def research_table(runs: pd.DataFrame) -> list:
         table.add_section()
         table.add_row("Mean", *[_fmt(per_task[f"review_{d.name}"].mean()) for d in dims])
         return [table]
-    names = [solver_name(*s) for s in solvers]
-    for name in names:
+    for name in solvers:
         table.add_column(f"{name} (overall)", justify="right", no_wrap=True)
     column = "review_overall" if "review_overall" in judged else f"review_{dims[0].name}"
-    per_task = judged.groupby(["task", "agent", "model"])[column].mean()
+    per_task = judged.groupby(["task", "solver"])[column].mean()
     for task in sorted(judged["task"].unique()):
-        table.add_row(task, *[_fmt(per_task.get((task, a, m), math.nan)) for a, m in solvers])
+        table.add_row(task, *[_fmt(per_task.get((task, name), math.nan)) for name in solvers])
     table.add_section()
-    table.add_row("Mean", *[_fmt(per_task.xs((a, m), level=("agent", "model")).mean()) for a, m in solvers])
+    table.add_row("Mean", *[_fmt(per_task.xs(name, level="solver").mean()) for name in solvers])
     return [table]
 
 
@@ -78,8 +84,8 @@ def suspect_table(runs: pd.DataFrame) -> list:
     # the reasons keep a readable width however long an agent's name is
     for col, wrap in (("Agent", False), ("Task", False), ("Seed", False), ("Why", True)):
         table.add_column(col, no_wrap=not wrap, overflow="fold", min_width=40 if wrap else None)
-    for _, row in flagged.sort_values(["task", "agent", "seed"]).iterrows():
-        table.add_row(solver_name(row["agent"], row["model"]), row["task"], str(row["seed"]),
+    for _, row in _with_solver(flagged).sort_values(["task", "solver", "seed"]).iterrows():
+        table.add_row(row["solver"], row["task"], str(row["seed"]),
                       wrapped(str(row["suspect_reasons"])))
     return [table]
 
