@@ -29,7 +29,7 @@ from .agent_host.locate import AgentLocator, locate_class
 from .agent_host.outcome import AgentOutcome, one_line
 from .agent_host.needs import AgentNeeds, gateway_problem, needs_of
 from .agentkit import Agent, AgentLoadError
-from .executor import scrubbed_env
+from .executor import scrubbed_env, tail
 from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
@@ -38,6 +38,8 @@ from .safe_text import printable
 from .spec import Task
 from .workspace import HarnessError, IntegrityViolation, Workspace
 
+# how much of the end of an agent's log is searched for its frame (its traceback is printed last)
+LOG_TAIL_CHARS = 64_000
 # statuses whose result is final: a re-run of the same command reuses them
 FINAL_STATUSES = ("finished", "integrity_violated", "stopped")
 
@@ -330,10 +332,13 @@ def _agent_failure(task: Task, settings: RunSettings, agent: AgentOutcome, store
     if not agent.reason.startswith("crashed"):
         return line  # a limit, a timeout, a broken protocol: the line names it; its record keeps the output
     lines = [line]
-    frame = agent_frame(agent.detail, _agent_code(settings))
+    in_log = settings.agent_mode == "process" and log.is_file()
+    code = _agent_code(settings)
+    # the log holds the whole traceback where the message's cut one lost the agent's frame
+    frame = agent_frame(agent.detail, code) or (agent_frame(tail(log, LOG_TAIL_CHARS), code) if in_log else None)
     if frame is not None:
         lines.append(f"  in the agent's code: {frame}")
-    kept = [store.record_path, *([log] if settings.agent_mode == "process" and log.is_file() else [])]
+    kept = [store.record_path, *([log] if in_log else [])]
     lines.append(f"  traceback: {' and '.join(printable(path) for path in kept)}")
     return "\n".join(lines)
 

@@ -146,3 +146,25 @@ def test_the_note_says_the_agent_failed_before_its_first_step(fields, note):
     scored = score_run(from_record(record(status="error", test_metric=None, test_on_baseline=True,
                                           valid_steps=0, best_val=None, **fields), []))
     assert scored["note"].startswith(note), scored["note"]
+
+
+def test_a_crash_keeps_the_agents_frame_under_many_of_a_librarys(tmp_path):
+    """The traceback an agent's process sends kept its last six frames only: a crash deep in a library
+    (torch, pandas) lost the agent's own line."""
+    from pytest_fmlbench.agent_host.child import crashed
+    from pytest_fmlbench.agent_host.crash_site import agent_frame
+
+    library = tmp_path / "library.py"
+    library.write_text("def descend(depth):\n    if depth == 0:\n        raise KeyError('cfg.json')\n"
+                       "    descend(depth - 1)\n")
+    namespace: dict = {}
+    exec(compile(library.read_text(), str(library), "exec"), namespace)
+    agent = tmp_path / "agent.py"
+    agent.write_text("def run(descend):\n    descend(10)\n")
+    exec(compile(agent.read_text(), str(agent), "exec"), namespace)
+    try:
+        namespace["run"](namespace["descend"])
+    except KeyError as exc:
+        done = crashed(exc)
+    frame = agent_frame(done["traceback"], [str(agent)])
+    assert (frame.file, frame.line, frame.function, frame.source) == (str(agent), 2, "run", "descend(10)")

@@ -48,7 +48,8 @@ def run_agent(agent: Agent, session: Session,
 
 
 def crashed(exc: BaseException) -> dict[str, Any]:
-    text = "".join(traceback.format_exception(exc, limit=-6))
+    # every frame, then the end that fits: the agent's own frame may lie under many of a library's
+    text = "".join(traceback.format_exception(exc))
     return {"outcome": "crashed", "reason": str(exc), "error_type": type(exc).__name__,
             "traceback": text[-MAX_TRACEBACK_CHARS:]}
 
