@@ -19,6 +19,9 @@ import pytest
 
 from .safe_text import printable
 
+# options whose path the session itself creates: the run records' folder, the HTML report
+CREATED_BY_THE_SESSION = ("--fmlbench-out", "--fmlbench-html")
+
 
 def plugin_value_options(parser: pytest.Parser) -> set[str]:
     """The long names of this plugin's options (its ``--help`` section), whatever their arity: a switch
@@ -35,12 +38,13 @@ def two_word_values(args: list[str], options: set[str], file_or_dir: list[str]) 
             if option in options and not value.startswith("-") and value not in kept]
 
 
-def _as_it_will_exist(value: str, invocation_dir: Path) -> Path:
-    """The folder that stands for ``value`` in pytest's root search: the path itself, or, where it does not
-    exist yet (an output folder this session creates, which an xdist worker or the next run then finds),
-    its nearest existing folder above: a new folder holds no configuration, so the root found is the same."""
+def _as_it_will_exist(option: str, value: str, invocation_dir: Path) -> Path:
+    """The path that stands for ``value`` in pytest's root search once this session has run: the path itself,
+    or, for a path the session creates (an xdist worker, or the next run, then finds it), its nearest
+    existing folder above: a new folder holds no configuration, so the root found is the same. Any other
+    value that is no path now never becomes one, and pytest passes it over."""
     path = invocation_dir / value
-    while not path.exists() and path != path.parent:
+    while option in CREATED_BY_THE_SESSION and not path.exists() and path != path.parent:
         path = path.parent
     return path
 
@@ -70,7 +74,7 @@ def check_root(config: pytest.Config, parser: pytest.Parser, args: list[str]) ->
         return
     project = _setup(test_paths, namespace, invocation_dir)
     moving = [(option, value, moved[0]) for option, value in pairs
-              if (moved := _setup([*test_paths, str(_as_it_will_exist(value, invocation_dir))], namespace,
+              if (moved := _setup([*test_paths, str(_as_it_will_exist(option, value, invocation_dir))], namespace,
                                   invocation_dir)) != project]
     if not moving:
         return  # every value lies inside the project: the root stays the project's own

@@ -37,8 +37,10 @@ def test_the_resume_command_run_twice_never_collects_the_projects_tests(pytester
 def test_a_path_option_inside_the_project_as_two_words_keeps_the_root(pytester, toy, bench):
     _project_with_its_own_tests(pytester)
     pytester.mkdir("reports")
+    # a value outside that is no path and never becomes one (the session creates only its output) is passed over
+    elsewhere = pytester.path.parent / f"{pytester.path.name}-no-such-session"
     result = bench("--collect-only", "-q", "--agent=baseline", "--fmlbench-out", "reports/new", "--fmlbench-html",
-                   "pytest.ini")
+                   "pytest.ini", "--fmlbench-compare", str(elsewhere))
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     assert [line for line in result.stdout.lines if "::" in line] == ["toy_task::toy_task[seed0]"]
 
