@@ -13,6 +13,7 @@ from typing import Any
 
 from .editor import Edit, EditResult
 from .journal import Journal
+from .progress import failure_reason
 from .record import RunRecord, RunStore, StepRecord, Usage, files_sha256, now
 from .session import BudgetExhausted, StepResult
 from .integrity import Manifest
@@ -238,7 +239,8 @@ class HarnessSession:
         self._progress(
             step=node.step, done=node.step, action=node.action, best_val=rec.best_val,
             failed=rec.steps_used - rec.valid_steps, tokens=rec.usage.total_tokens, cost_usd=rec.usage.cost_usd,
-            last={"action": node.action, "success": node.success, "metric": node.metric},
+            last={"action": node.action, "success": node.success, "metric": node.metric,
+                  "reason": "" if node.success else failure_reason(node.error)},
         )
 
     def _replayable(self, number: int, files: dict[str, str], action: str) -> StepRecord | None:

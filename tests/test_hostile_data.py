@@ -4,7 +4,8 @@ One session, two workers, three items of one user agent on the toy task: seed 0 
 terminals, spreadsheets, browsers and XML readers would interpret (it is all valid protocol data), seed 1
 breaks the protocol's text rules after one honest step (raw on its socket: the Python client would spell
 the escape sequence out), seed 2 is honest. The session must report every
-item, show the hostile text as text in every sink, and give the broken item its final test.
+item, show the hostile text as text in every sink, and give the broken item its final test. Seed 2 also has
+one failed step, whose live line must say why it failed.
 """
 
 import csv
@@ -51,6 +52,10 @@ class Hostile(Agent):
             sock.sendall(json.dumps(request).encode() + b"\\n")
             time.sleep(60)
         else:
+            # a failed step first (its live line ends with its reason), then the baseline's code again
+            session.set_files({{"config.json": '{{"lr": 0.01}}'}})
+            session.run_step("no epochs")
+            session.set_files(session.baseline_files)
             session.run_step("honest", plan="one honest step")
 '''
 
@@ -70,6 +75,8 @@ def test_a_hostile_agents_data_reaches_every_sink_as_text_and_the_session_report
     # the session's tables were printed, and the terminal got no escape sequence from the agent
     assert "FML-bench results" in out and "\x1b]0;owned" not in out and "\x1b[2J" not in out
     assert "Traceback" not in out
+    # seed 2's failed step: its live line says why it failed
+    result.stdout.fnmatch_lines(["[[]fmlbench] toy_task[[]seed2] step 1/2 no epochs -> failed; *; reason: KeyError: 'epochs'"])
 
     records = _records(pytester.path)
     assert sorted(records) == [0, 1, 2]
