@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from . import isolation
-from .agent_host.describe import describe
+from .agent_host.describe import agent_name_problem, check_options, describe
 from .agent_host.host import AgentMode
 from .agent_host.launcher import DEFAULT_MAX_PROCESSES, AgentLimits
 from .agent_host.locate import AgentLocator, locate_spec
@@ -103,10 +103,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--fmlbench-compare", metavar="OLD",
                     help="at the end, compare this session with OLD: a folder of run records, a saved session "
                     "(last, last-N, a number, a name from <fmlbench-out>/sessions/) or a session file; per task, "
-                    "paired deltas of NI and the test value, mean ± SEM over seeds")
+                    "paired deltas of NI, the signed improvement and the test value, mean ± SEM over seeds")
     group.addoption("--fmlbench-fail-on-regression", type=float, metavar="X",
                     help="with --fmlbench-compare: fail the session (exit status 1, one line per task) when a "
-                    "task's NI dropped by more than X (e.g. 0.05)")
+                    "task's NI or signed improvement (NI without its clamp at 0) dropped by more than X (e.g. 0.05)")
 
 
 @dataclass(frozen=True)
@@ -183,8 +183,16 @@ def _agent(config: pytest.Config, spec: str, sandboxed: bool, out: Path) -> _Age
         if in_process or ":" not in spec:
             # a built-in is this package's own code; --agent-in-process asks for the agent in this process
             cls = load_agent_class(spec)
-            return _AgentChoice("in process" if in_process else "process", cls.name or cls.__name__,
-                                parse_agent_options(cls, pairs), cls.uses_llm, cls,
+            name, options = cls.name or cls.__name__, parse_agent_options(cls, pairs)
+            # a user's class loaded here (--agent-in-process) meets the rules a described one meets
+            problem = agent_name_problem(name)
+            if problem:
+                raise AgentLoadError(f"agent {spec!r}: {problem}")
+            try:
+                check_options(options.model_dump(mode="json"))
+            except ValueError as exc:
+                raise AgentLoadError(f"agent {spec!r}: {exc}") from None
+            return _AgentChoice("in process" if in_process else "process", name, options, cls.uses_llm, cls,
                                 None if in_process else locate_spec(spec, base), needs_of(cls))
         locator = locate_spec(spec, base)
         if sandboxed:

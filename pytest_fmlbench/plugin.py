@@ -256,6 +256,7 @@ class ResultsCollector:
             max_cost_usd=s.budget.get("max_cost_usd"), max_tokens=s.budget.get("max_tokens"),
             network=not s.sandboxed, agent_timeout_s=s.agent_limits.timeout_s, task_timeouts_s=timeouts,
             agent_code_sha256=agent_code_sha256(s),
+            scale=s.scale if any(record.scale is not None for record, _, _ in runs) else None,
             judges=sorted({j for record, _, _ in runs if record.audit for j in record.audit.judge_names})
             if judge is not None else [],
         )

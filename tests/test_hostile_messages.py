@@ -310,3 +310,30 @@ def test_the_describe_answer_is_read_as_flags_and_refusals_as_one_line():
     with pytest.raises(AgentLoadError) as refusal:
         d._description(LOCATOR, {"error": "agent 'x': \x1b[2Jboom\nsecond line"})
     assert str(refusal.value) == "agent 'x': \\x1b[2Jboom"
+
+
+def test_an_in_process_agent_class_meets_the_described_agents_rules(pytester, toy, bench, write_agent):
+    """--agent-in-process loads a user's class in the harness: its name and options are checked as a described
+    agent's are, one line each, before any run."""
+    spec = write_agent("""
+        from pytest_fmlbench import Agent, AgentOptions
+
+        class Opts(AgentOptions):
+            prompt: dict = {"deep": {"er": 1}}
+
+        class MyAgent(Agent):
+            name = "[bold]x[/]"
+            Options = Opts
+
+            def run(self, session):
+                session.run_step("never")
+    """)
+    result = bench(f"--agent={spec}", "--agent-in-process", "toy_task")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: agent 'my_agent.py:MyAgent': its name '[[]bold]x[[]/]' is not a name*"])
+    (pytester.path / "my_agent.py").write_text((pytester.path / "my_agent.py").read_text().replace(
+        'name = "[bold]x[/]"', 'name = "plain"'))
+    result = bench(f"--agent={spec}", "--agent-in-process", "toy_task")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: agent 'my_agent.py:MyAgent': option 'prompt'*"])
+    assert not (pytester.path / "reports").exists()
