@@ -259,7 +259,9 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             settings.log(f"{task.id} seed {seed}: the live progress file could not be closed: {exc!r}")
         return RunOutcome(record, store)
 
-    live = LiveFile(settings.out_dir, run_id, f"{task.id}[seed{seed}]", settings.steps, spec.baseline.val,
+    # a smoke run's progress against the declared baseline is no result: its lines say smoke
+    shown = f"{task.id}[seed{seed}]" + (" (smoke)" if record.scale == "smoke" else "")
+    live = LiveFile(settings.out_dir, run_id, shown, settings.steps, spec.baseline.val,
                     spec.metric.direction, spec.normalization.scale(spec.baseline.val), settings.show_progress)
     live.update(action="preparing")
     pool = None

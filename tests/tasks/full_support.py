@@ -150,7 +150,10 @@ def smoke_run(task: FullTask, pytester, bench, data_root: Path,
     """The baseline's one-step smoke run on fixtures, offline: it passes, its record is whole and its test
     metric lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
     smoke_project(pytester, task.small_id, data_root)
-    bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
+    result = bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites")
+    result.assert_outcomes(passed=1)
+    # smoke is never a result: its live lines and its tables say so
+    result.stdout.fnmatch_lines([f"*{task.id}[[]seed0] (smoke) step 1/1 *", "*/ smoke*"])
     record = load_full_record(pytester.path, task.id)
     assert_smoke_record(task, record, data_root, metric_range)
     return record, task.run_dir(pytester.path)
