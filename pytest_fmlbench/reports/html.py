@@ -1,5 +1,6 @@
-"""One static HTML page for a set of runs: the tables, per task a best-so-far plot and usage plot, and
-every step (what it did, its error tail, its code diff against its parent).
+"""One static HTML page for a set of runs: a headline (per task, the best run group against the baseline),
+the tables with what each column means, per task a best-so-far plot and (for runs that called a model) a
+usage plot, and every step (what it did, its error tail, its code diff against its parent).
 
 The page opens from disk with no server and no network: plotly.js is inlined once in the head and each
 figure only carries its data. Text from runs is escaped by the template (autoescape, and no ``|safe``);
@@ -17,7 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..scoring.aggregate import AUTO, Scores
-from .plain import session_tables
+from ..scoring.groups import SMOKE_NOTE, label_groups
+from .definitions import DEFINITIONS, caption_definition, defined
+from .headline import headlines
+from .plain import PlainTable, session_tables
 from .runs import as_scores
 from .steps import RunView, run_view, tail
 from .transcripts import TranscriptPayload
@@ -32,7 +36,8 @@ class TaskSection:
     name: str
     runs: list[RunView]
     curve: str
-    usage: str
+    # None: no run of the task called a model
+    usage: str | None
 
 
 def _num(value: float | None) -> str:
@@ -62,30 +67,38 @@ def render_html(runs: list[tuple], scores: Scores | None = None, encoder=AUTO) -
     from .figures import best_so_far_figure, usage_figure
 
     scores = scores if scores is not None else as_scores(list(runs), encoder)
+    views = [run_view(record, steps, run_dir) for record, steps, run_dir in runs]
+    # each run's group named as the tables name it: its solver, and what sets it apart from its siblings
+    labelled = {group: group for group in label_groups(sorted(dict.fromkeys(v.group for v in views),
+                                                              key=lambda g: g.key))}
     by_task: dict[str, list[RunView]] = defaultdict(list)
-    for record, steps, run_dir in runs:
-        by_task[record.task].append(run_view(record, steps, run_dir))
+    for view in views:
+        by_task[view.record.task].append(replace(view, group=labelled[view.group]))
     steps_of = {Path(run_dir): steps for _, steps, run_dir in runs}
     payload = TranscriptPayload()
     sections = []
     for index, task in enumerate(sorted(by_task)):
-        views = sorted(by_task[task], key=lambda v: (v.record.agent, v.record.model or "", v.record.seed))
+        views = sorted(by_task[task], key=lambda v: (v.group.key, str(v.record.seed)))
         views = [replace(v, transcript=at, calls=calls)
                  for v in views for at, calls in [payload.add_run(v.run_dir, steps_of[Path(v.run_dir)])]]
         figure_html = dict(full_html=False, include_plotlyjs=False, config={"responsive": True})
+        usage = usage_figure(task, views)
         sections.append(TaskSection(
             task, views,
             curve=best_so_far_figure(task, views).to_html(div_id=f"curve-{index}", **figure_html),
-            usage=usage_figure(task, views).to_html(div_id=f"usage-{index}", **figure_html),
+            usage=usage.to_html(div_id=f"usage-{index}", **figure_html) if usage is not None else None,
         ))
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_fmlbench.reports", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.get_template("report.html.j2")
+    tables = session_tables(scores)
     return template.render(
+        headlines=headlines(scores), smoke_note=SMOKE_NOTE, definitions=_shown_definitions(tables),
+        defined=defined, caption_definition=caption_definition,
         plotly_js=jinja2.utils.markupsafe.Markup(offline.get_plotlyjs()),
         # JSON made safe for a script element by TranscriptPayload.to_script
         transcripts=jinja2.utils.markupsafe.Markup(payload.to_script()),
-        tables=session_tables(scores), encoder=scores.encoder, runs_count=len(runs),
+        tables=tables, encoder=scores.encoder, runs_count=len(runs),
         tasks=[_trusted_figures(section, jinja2) for section in sections],
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         num=_num, usd=_usd, tail=tail,
@@ -95,7 +108,19 @@ def render_html(runs: list[tuple], scores: Scores | None = None, encoder=AUTO) -
 def _trusted_figures(section: TaskSection, jinja2) -> TaskSection:
     # plotly's own output: markup we generated, with the runs' text inside its escaped JSON
     markup = jinja2.utils.markupsafe.Markup
-    return TaskSection(section.name, section.runs, markup(section.curve), markup(section.usage))
+    usage = markup(section.usage) if section.usage is not None else None
+    return TaskSection(section.name, section.runs, markup(section.curve), usage)
+
+
+def _shown_definitions(tables: list) -> dict[str, str]:
+    """The definitions of the headers and row labels the page's tables show, in the definitions' order;
+    NI's and AUP's always (the headline names them)."""
+    words = {"NI (test)", "AUP", "τ"}
+    for table in tables:
+        if isinstance(table, PlainTable):
+            words.update(table.header)
+            words.update(row[0] for row in table.rows if row)
+    return {word: text for word, text in DEFINITIONS.items() if word in words}
 
 
 def write_html(runs: list[tuple], path: Path, scores: Scores | None = None, encoder=AUTO) -> Path:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..record import RunRecord, RunStore, StepRecord
+from ..scoring.groups import RunGroup, identity_of
+from ..scoring.runs import from_record
 
 ERROR_TAIL_CHARS = 1500  # as much of an error as the agents' prompts carry
 DIFF_MAX_LINES = 400
@@ -36,6 +38,12 @@ class StepView:
     diff_against: str  # "step N", "the baseline" or "" when there is nothing to compare with
     diff: str
 
+    @property
+    def failure(self) -> str:
+        """Why a failed step failed, in one line: its error's last line."""
+        lines = [line.strip() for line in self.error_tail.splitlines() if line.strip()]
+        return lines[-1] if lines else "failed, no error recorded"
+
 
 @dataclass(frozen=True)
 class RunView:
@@ -46,14 +54,26 @@ class RunView:
     # the last step); see reports.transcripts
     transcript: int | None = None
     calls: dict[int | None, Any] = field(default_factory=dict)
+    # the run's group (every identity but the seed), labelled among the report's other groups by
+    # scoring.groups.label_groups; the run's own, unlabelled, until then
+    group: RunGroup = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.group is None:
+            object.__setattr__(self, "group", group_of(self.record))
 
     @property
     def label(self) -> str:
-        return f"{self.record.agent} / {self.record.model or '-'} / seed {self.record.seed}"
+        """The run as the page names it: its group's whole title (options, steps, marks) and its seed."""
+        return f"{self.group.title} / seed {self.record.seed}"
 
     @property
-    def solver(self) -> str:
-        return f"{self.record.agent} / {self.record.model or '-'}"
+    def calls_model(self) -> bool:
+        return self.record.usage.calls > 0 or self.record.usage.total_tokens > 0 or any(s.tokens for s in self.steps)
+
+
+def group_of(record: RunRecord) -> RunGroup:
+    return RunGroup(**identity_of(from_record(record, [])))
 
 
 def tail(text: str, limit: int = ERROR_TAIL_CHARS) -> str:
