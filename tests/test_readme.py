@@ -36,7 +36,7 @@ def test_readme_compare_example(pytester, toy, bench, monkeypatch):
             result = pytester.run(sys.executable, "-m", "pytest_fmlbench.cli", *args)
         assert result.ret == 0, result.stdout.str() + result.stderr.str()
         outputs.append(result.stdout.str())
-    assert "FML-bench comparison" in outputs[1] and "no task lost more than 0.05 NI" in outputs[1]
+    assert "FML-bench comparison" in outputs[1] and "no task lost more than 0.05 in signed improvement or NI" in outputs[1]
     assert "random-search/-" in outputs[2] and (pytester.path / "compare.json").is_file()
     assert "baseline/- -> random-search/-" in outputs[4] and "toy_task" in outputs[4]
     assert len(list((pytester.path / "reports" / "fmlbench" / "sessions").glob("0*.json"))) == 2

@@ -85,7 +85,7 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     table = LiteralTable(title=f"Comparison: {comparison.old_label} (old) -> {comparison.new_label} (new)",
                          title_justify="left")
-    table.add_column("Agent/model", overflow="fold")
+    table.add_column("Agent/model", no_wrap=True)  # a name read whole, on one line
     table.add_column("Task", no_wrap=True)
     table.add_column("Seeds", overflow="fold")
     table.add_column("NI old -> new", justify="right", overflow="fold")
