@@ -128,9 +128,11 @@ def test_a_call_after_the_budget_is_spent_runs_nothing_and_the_run_is_budget_exh
 def test_a_tool_that_exits_at_once_is_one_line_and_no_step(task, tmp_path):
     with pytest.raises(RunError) as failed:
         run_tool(task, tmp_path / "out", steps=3, script="exit-at-once")
-    message = str(failed.value)
-    assert message == ("toy_task: agent stand-in-tool crashed: ToolError: stand-in exited with code 3 before its "
-                       "first fmlbench-validate: stand-in: cannot reach the model (no credentials)")
+    first, *pointers = str(failed.value).splitlines()
+    assert first == ("toy_task: agent stand-in-tool crashed: ToolError: stand-in exited with code 3 before its "
+                     "first fmlbench-validate: stand-in: cannot reach the model (no credentials)")
+    # what follows the line points at the traceback: the record and the agent's log hold it
+    assert pointers[-1].strip().startswith("traceback: ") and pointers[-1].endswith("logs/agent.log")
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("record.json")]
     assert record["status"] == "error" and record["steps_used"] == 0
 
