@@ -407,7 +407,10 @@ def test_the_readme_commands(pytester, toy, bench, api_keys, words):
     (model,) = [w.split("=", 1)[1] for w in words if w.startswith("--model=")]
     if not tool_installed(agent) and os.environ.get("FMLBENCH_REQUIRE_TOOLS") != "1":
         pytest.skip(f"{agent}'s tool is not installed (make tools)")
-    options = dict(w.split("=", 1) for w in words[3:] if "=" in w and not w.startswith("-"))
+    # --agent-opt=NAME=VALUE (the README writes each value in one word) or --agent-opt NAME=VALUE
+    pairs = [w.removeprefix("--agent-opt=") for w in words if w.startswith("--agent-opt=")]
+    pairs += [value for flag, value in zip(words, words[1:]) if flag == "--agent-opt"]
+    options = dict(pair.split("=", 1) for pair in pairs)
     anthropic = "--provider=anthropic" in words or model.startswith("claude")
     with WireServer(*one_step_session(agent, options)) as wire:
         # the README's command on the toy task, its model served by the loopback server, two steps
