@@ -52,6 +52,9 @@ class RunBusy(RuntimeError):
     """Another process is running the same run right now."""
 
 
+# crashes whose line is the whole story (what to install), with no traceback worth pointing at
+SELF_EXPLAINED = ("crashed: ToolMissing:",)
+
 # how the agent is labelled where it did not run in its own sandboxed process
 AGENT_IN_PROCESS = "in process"
 AGENT_EXTERNAL = "external"
@@ -331,8 +334,9 @@ def _agent_failure(task: Task, settings: RunSettings, agent: AgentOutcome, store
     """The failure's one line. Under a crash's: the agent's own frame, and the files that keep its whole
     traceback (the record's ``error``; its process's log, where the traceback is printed in full)."""
     line = f"{task.id}: agent {settings.agent_name} {agent.reason}"
-    if not agent.reason.startswith("crashed"):
-        return line  # a limit, a timeout, a broken protocol: the line names it; its record keeps the output
+    if not agent.reason.startswith("crashed") or agent.reason.startswith(SELF_EXPLAINED):
+        # a limit, a timeout, a broken protocol, a tool to install: the line names it; the record keeps the rest
+        return line
     lines = [line]
     in_log = settings.agent_mode == "process" and log.is_file()
     code = _agent_code(settings)

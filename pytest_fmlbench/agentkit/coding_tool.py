@@ -64,6 +64,10 @@ class ToolError(RuntimeError):
     """The tool cannot be run, or ended without running a step: one line saying why."""
 
 
+class ToolMissing(ToolError):
+    """The tool is not installed here: the line says what to install, and there is no traceback to read."""
+
+
 def tools_dir() -> Path:
     """Where the project's setup (``make tools``) installs the coding tools: ``.venv/tools``, read-only
     inside every sandbox as part of the interpreter's prefix."""
@@ -183,9 +187,9 @@ class CodingToolAgent(Agent):
         event = json_object(line)
         return event if event is not None else text_event(line)
 
-    def missing(self, looked: str) -> ToolError:
+    def missing(self, looked: str) -> ToolMissing:
         """The one-line error for a tool that is not installed."""
-        return ToolError(f"{self.label} is not installed here ({looked}): {self.install_hint}")
+        return ToolMissing(f"{self.label} is not installed here ({looked}): {self.install_hint}")
 
     @property
     def label(self) -> str:
