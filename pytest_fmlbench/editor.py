@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .evalkit import read_untrusted
+from .safe_text import code_points
 
 # The original rewrites a file whole while it holds at most this many newlines (code_editor.py 218:
 # ``count("\n") <= 500``), and asks for SEARCH/REPLACE blocks beyond.
@@ -316,4 +317,4 @@ def _first_line(problem: object) -> str:
     """An exception or a parser's answer as one line: its first, cut, control characters spelt out."""
     lines = str(problem).strip().splitlines()
     line = lines[0][:300] if lines else type(problem).__name__
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in line)
+    return code_points(line)

@@ -38,6 +38,12 @@ def spelt_out(text: str, keep: str = "") -> str:
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
+def code_points(text: str) -> str:
+    """``text`` with each character that is not printable as itself written as its code point (``\\u001b``),
+    the form the harness's one-line refusals quote an agent's words in."""
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
 def printable(text: object, limit: int | None = MAX_SHOWN_CHARS, keep: str = "") -> str:
     """``text`` spelt out (see ``spelt_out``) and cut to ``limit`` characters with a mark saying so."""
     text = str(text)

@@ -52,6 +52,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 from pydantic_core import from_json
 
+from ..safe_text import code_points
+
 VERSION = 2
 # versions a client may speak: version 2 added ``run_baseline``; a version-1 client is served as before
 SPOKEN = (1, 2)
@@ -432,7 +434,7 @@ def parse_request(message: dict[str, Any]) -> tuple[int, str, _Args]:
 def shown(text: str, limit: int = 80) -> str:
     """An agent's word inside one of the harness's messages: cut, every character not printable spelt out."""
     text = text[:limit] + ("..." if len(text) > limit else "")
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    return code_points(text)
 
 
 def ok(request_id: int, result: dict[str, Any]) -> dict[str, Any]:
