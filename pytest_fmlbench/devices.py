@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import subprocess
 from functools import lru_cache
+
+from .isolation import gpu
 
 
 @lru_cache(maxsize=1)
@@ -15,13 +14,7 @@ def visible_gpus() -> tuple[str, ...]:
     restricted = os.environ.get("CUDA_VISIBLE_DEVICES")
     if restricted is not None:
         return tuple(d.strip() for d in restricted.split(",") if d.strip() and d.strip() != "-1")
-    if not shutil.which("nvidia-smi"):
-        return ()
-    try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return tuple(m.group(1) for m in re.finditer(r"^GPU (\d+):", listing, re.MULTILINE))
+    return tuple(info.index for info in gpu.inventory())
 
 
 def worker_index() -> tuple[int, int]:
@@ -55,8 +48,10 @@ def experiment_env(gpus_per_task: int) -> dict[str, str]:
     """Variables to add to an experiment's environment for this worker."""
     env: dict[str, str] = {}
     if visible_gpus():
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(assigned_gpus(max(1, gpus_per_task)))
-        # indices in nvidia-smi's order, the order the sandbox maps to device nodes
+        # by UUID: the sandbox binds only these GPUs' nodes, and CUDA inside numbers them from 0, so an
+        # nvidia-smi index other than 0 would name no device there (isolation.gpu)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu.cuda_ids(assigned_gpus(max(1, gpus_per_task))))
+        # an index the driver does not list stays an index, in nvidia-smi's (PCI) order
         env["CUDA_DEVICE_ORDER"] = os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if "OMP_NUM_THREADS" not in os.environ:
         # several workers on one box must not each spin up one thread per core

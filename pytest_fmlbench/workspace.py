@@ -18,7 +18,7 @@ from .evalkit import ConstraintOutcome, EvalResult
 from .executor import CommandResult, format_command, run_command
 from . import isolation
 from .integrity import Manifest, sha256_file
-from .isolation import artifacts, selfcheck
+from .isolation import artifacts, gpu_check, selfcheck
 from .datacache import DataCache
 from .isolation.warm import HOLDER, WarmPool
 from .spec import Task
@@ -168,17 +168,36 @@ class Workspace:
     def check_sandbox_view(self) -> None:
         """Before the first step: the sandbox shows the interpreter, this package, the workspace and ``{out}``.
 
-        Raises isolation.SandboxUnavailable with one line naming what is missing and what to do.
+        A task that declares GPUs must see them there, with torch (``isolation.gpu_check``); with
+        --no-sandbox it must see them all the same. Raises isolation.SandboxUnavailable (GpuUnavailable for
+        the GPUs) with one line naming what is missing and what to do.
         """
+        # a task that declares GPUs also has them checked, by torch, in the same sandbox start (gpu_check)
+        gpus = self._gpus() if gpu_check.required(self.task.spec.resources.gpus, self.data and self.data.scale) else None
+        if gpus == ():
+            raise gpu_check.GpuUnavailable(gpu_check.none_assigned(self.task.spec.resources.gpus))
+        log = self.logs / f"{self.root.name}_sandbox_check.log"
         if not self.sandboxed:
+            if gpus:
+                run_command(gpu_check.probe_argv([]), cwd=self.path, env=self.env, timeout_s=self.task.spec.timeout_s,
+                            log_path=log)
+                self._refuse_unseen_gpus(gpus, log)
             return
         out = self.out_dir("val")
-        argv = isolation.bwrap_argv(self._view(out), selfcheck.probe_argv(self.path, out))
+        probe = selfcheck.probe_argv(self.path, out)
+        argv = isolation.bwrap_argv(self._view(out), gpu_check.probe_argv(probe) if gpus else probe)
         result = run_command(argv, cwd=self.path, env=isolation.sandbox_env(self.env), timeout_s=self.task.spec.timeout_s,
-                             log_path=self.logs / f"{self.root.name}_sandbox_check.log")
+                             log_path=log)
         found = selfcheck.problem(result.returncode, result.output_tail, self.path, out)
         if found:
             raise isolation.SandboxUnavailable(found)
+        if gpus:
+            self._refuse_unseen_gpus(gpus, log)
+
+    def _refuse_unseen_gpus(self, gpus: tuple[str, ...], log: Path) -> None:
+        found = gpu_check.problem(gpus, log.read_text(errors="replace") if log.is_file() else "")
+        if found:
+            raise gpu_check.GpuUnavailable(found)
 
     def experiment(self, split: str, out: Path, log_name: str) -> CommandResult:
         """The agent's code on ``split``: sandboxed unless the user opted out, always under the step's limits."""

@@ -16,6 +16,8 @@ import sysconfig
 from functools import lru_cache
 from pathlib import Path
 
+from . import gpu
+
 # system trees an interpreter and its native libraries need, read-only
 SYSTEM_TREES = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt/conda")
 # single files and folders of /etc that libraries read; the rest of /etc (credentials, service
@@ -130,17 +132,22 @@ def python_binds(hidden: list[Path]) -> list[str]:
 
 
 def gpu_binds(device_minors: list[int]) -> list[str]:
-    """The NVIDIA control nodes plus the assigned GPUs' nodes; /sys read-only for the driver's queries."""
+    """The assigned GPUs' nodes and the driver's shared ones (see ``gpu.CONTROL_NODES``), each where it exists
+    on the host; /sys read-only for the driver's queries.
+
+    Only the assigned GPUs' ``/dev/nvidiaN`` are bound, so CUDA inside sees exactly them, numbered from 0
+    (the experiment names them by UUID: ``gpu.cuda_ids``). ``/dev/nvidia-uvm`` only appears on the first CUDA
+    use on the host: it is created first (``gpu.load_uvm``); when it still is not there the in-sandbox GPU
+    check names it.
+    """
     if not device_minors:
         return []
+    gpu.load_uvm()
+    dev = gpu.DEV_ROOT
     args: list[str] = []
-    for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"):
-        if os.path.exists(node):
-            args += ["--dev-bind", node, node]
-    for minor in device_minors:
-        node = f"/dev/nvidia{minor}"
-        if os.path.exists(node):
-            args += ["--dev-bind", node, node]
+    for name in (*gpu.CONTROL_NODES, *(f"nvidia{minor}" for minor in device_minors)):
+        if (dev / name).exists():
+            args += ["--dev-bind", str(dev / name), f"/dev/{name}"]
     for path in ("/sys", "/run/nvidia-persistenced"):
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
