@@ -36,7 +36,7 @@ from pydantic import Field
 
 from pytest_fmlbench.agentkit import Agent, tail
 from pytest_fmlbench.agentkit.editing import (
-    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, metric_line, restore, run_error,
+    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, metric_line, port_llm_limit, restore, run_error,
 )
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
@@ -45,7 +45,6 @@ from pytest_fmlbench.editor import Edit, EditResult, SearchReplace, WholeFile
 from pytest_fmlbench.session import RunStopped, Session
 
 COMPLETION_MARKER = "ALL_COMPLETED"
-IDEA_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
 class AIScientistV1Options(EditorOptions, LoopErrorOptions):
@@ -60,8 +59,9 @@ class AIScientistV1Options(EditorOptions, LoopErrorOptions):
     idea_temperature: float = Field(0.75, ge=0, le=2, description="sampling temperature of idea and reflection calls")
     code_temperature: float | None = Field(None, ge=0, le=2,
                                            description="temperature of the editor calls (None: the provider's)")
-    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16,
-                                   description="reply length limit of the editor calls (idea calls: at most 8192)")
+    max_output_tokens: int | None = Field(
+        DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the editor calls; none = no limit, as "
+        "the port's editor (Anthropic: the model's maximum); idea calls: at most 8192")
 
 
 class AIScientistV1Agent(Agent):
@@ -85,8 +85,7 @@ class _Scientist:
         self.o = options
         self.generator = IdeaGenerator(
             session, system=idea_system_prompt(session.task.domain), num_reflections=options.num_reflections,
-            temperature=options.idea_temperature, max_output_tokens=min(IDEA_MAX_OUTPUT_TOKENS,
-                                                                        options.max_output_tokens),
+            temperature=options.idea_temperature, max_output_tokens=port_llm_limit(options.max_output_tokens),
             max_attempts=2 * options.num_ideas)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
                                  max_output_tokens=options.max_output_tokens, mode=options.editor)

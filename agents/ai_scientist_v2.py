@@ -46,14 +46,13 @@ from pydantic import Field, field_validator
 
 from pytest_fmlbench.agentkit import Agent, tail, task_context
 from pytest_fmlbench.agentkit.editing import (
-    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
+    DEFAULT_MAX_OUTPUT_TOKENS, PORT_LLM_SEED, CodeEditor, EditorOptions, complete_or, port_llm_limit, metric_line, port_value, restore, run_error,
 )
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.session import Session
 
-FEEDBACK_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 # the port's sub-stage goal when its call fails (ai_scientist_v2/agent.py 620-622)
 FALLBACK_GOALS = "Continue improving based on current progress."
 
@@ -109,8 +108,9 @@ class AIScientistV2Options(EditorOptions, LoopErrorOptions):
         0.75, ge=0, le=2, description="temperature of analysis, memory and sub-stage calls (upstream: 0.5)")
     code_temperature: float | None = Field(
         None, ge=0, le=2, description="temperature of the editor calls (None: the provider's; upstream: 1.0)")
-    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the "
-                                   "editor calls (analysis, memory, sub-stage and idea calls: at most 8192)")
+    max_output_tokens: int | None = Field(
+        DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the editor calls; none = no limit, as "
+        "the port's editor (Anthropic: the model's maximum); analysis, memory, sub-stage and idea calls: at most 8192")
 
     @field_validator("stage_budgets", mode="before")
     @classmethod
@@ -198,7 +198,7 @@ class _TreeSearch:
         self.budgets = stage_budgets(session.steps_total, options.stage_budgets)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
                                  max_output_tokens=options.max_output_tokens, mode=options.editor)
-        self.feedback_tokens = min(FEEDBACK_MAX_OUTPUT_TOKENS, options.max_output_tokens)
+        self.feedback_tokens = port_llm_limit(options.max_output_tokens)
         self.ideas: list[Idea] = []
         self.drafts_bound = 0
         self.nodes: list[Node] = []  # the current stage's tree
@@ -435,7 +435,7 @@ class _TreeSearch:
     def _ask(self, system: str, prompt: str, purpose: str, fallback) -> str:
         return complete_or(self.s, [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
                            fallback, temperature=self.o.feedback_temperature,
-                           max_output_tokens=self.feedback_tokens, purpose=purpose)
+                           max_output_tokens=self.feedback_tokens, seed=PORT_LLM_SEED, purpose=purpose)
 
     def analyse(self, node: Node) -> str:
         task = self.s.task
@@ -454,7 +454,8 @@ class _TreeSearch:
                     {"role": "user", "content": prompt}]
         try:
             text = self.s.llm.complete(messages, temperature=self.o.feedback_temperature,
-                                       max_output_tokens=self.feedback_tokens, purpose="analysis").text
+                                       max_output_tokens=self.feedback_tokens, seed=PORT_LLM_SEED,
+                                       purpose="analysis").text
         except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut (925-926)
             return f"Analysis failed: {exc}"
         return text.strip()[:500]
@@ -494,7 +495,8 @@ class _TreeSearch:
                      "progress."}, {"role": "user", "content": prompt}]
         try:  # the port cuts the model's summary to 1,500 characters but keeps its own fallback whole (248-256)
             self._memory = self.s.llm.complete(messages, temperature=self.o.feedback_temperature,
-                                               max_output_tokens=self.feedback_tokens, purpose="memory").text
+                                               max_output_tokens=self.feedback_tokens, seed=PORT_LLM_SEED,
+                                               purpose="memory").text
             self._memory = self._memory.strip()[:1500]
         except LLMCallError:
             self._memory = self.plain_memory(good, ran)

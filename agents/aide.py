@@ -47,7 +47,8 @@ from pytest_fmlbench.agentkit import (
     Agent, CodeEditor, EditorOptions, extract_json, metric_line, parse_reply, render_files, reply_format, restore,
     run_error, tail, task_context,
 )
-from pytest_fmlbench.agentkit.editing import EditorMode
+from pytest_fmlbench.agentkit.editing import PORT_LLM_SEED, EditorMode, cut_off_note, port_llm_limit
+from pytest_fmlbench.llm.backends import LENGTH_LIMIT_REASONS
 from pytest_fmlbench.editor import EditResult
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.record import StepRecord
@@ -58,8 +59,6 @@ NO_SUCCESS = "(No successful attempts yet.)"
 NO_ERROR = "(No error output captured.)"
 PLAN_CHARS = 300  # the port keeps the head of the instruction as a node's plan
 ANALYSIS_CHARS = 500
-# the port's analysis goes through its llm.py, which asks for at most MAX_NUM_TOKENS = 8192 (llm.py 14)
-ANALYSIS_MAX_OUTPUT_TOKENS = 8192
 
 # the port's instruction texts (aide/agent.py 380-517), kept word for word: they are what the model reads
 ROLE = "You are an expert ML researcher. "
@@ -91,8 +90,10 @@ class AideOptions(EditorOptions):
     max_debug_depth: int = Field(3, ge=0, description="a buggy leaf is debugged while its debug depth is at most this")
     max_stderr_output: int = Field(1500, ge=1, description="characters of a failed run's stderr shown: its head to "
                                    "a debug, its tail to the analysis (review)")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the coding calls; the "
-                                   "analysis calls (variant=port) ask for at most 8192, as the port's llm.py")
+    max_output_tokens: int | None = Field(None, ge=16, description="reply length limit of the coding calls; "
+                                          "none = no limit, as the port's editor (Anthropic: the model's maximum); "
+                                          "the analysis calls (variant=port) ask for at most 8192, as the port's "
+                                          "llm.py")
     edit_temperature: float | None = Field(None, ge=0, le=2, description="variant=port only: temperature of the "
                                            "editor calls; none = the provider's, as the port's editor")
     analysis_temperature: float | None = Field(0.75, ge=0, le=2, description="variant=port only: temperature of "
@@ -249,7 +250,8 @@ class _PortSearch(_Tree):
         messages = [{"role": "system", "content": ANALYSIS_SYSTEM}, {"role": "user", "content": prompt}]
         try:
             text = self.s.llm.complete(messages, temperature=self.o.analysis_temperature,
-                                       max_output_tokens=min(ANALYSIS_MAX_OUTPUT_TOKENS, self.o.max_output_tokens),
+                                       max_output_tokens=port_llm_limit(self.o.max_output_tokens),
+                                       seed=PORT_LLM_SEED,
                                        purpose="analysis").text
         except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut
             return f"Analysis failed: {exc}"
@@ -300,8 +302,8 @@ class _UpstreamSearch(_Tree):
             if parsed.edits:
                 return parsed.plan[:4000], parsed.edits, "", attempt
             error = "no usable code in the reply: " + parsed.error
-            if reply.finish_reason == "length":
-                error += f" (the reply was cut at {self.o.max_output_tokens} tokens)"
+            if reply.finish_reason in LENGTH_LIMIT_REASONS:
+                error += " " + cut_off_note(self.o.max_output_tokens)
         return parsed.plan[:4000], [], error, self.o.reply_attempts
 
     # -- prompts --------------------------------------------------------------------------------
@@ -311,7 +313,8 @@ class _UpstreamSearch(_Tree):
         lines = [
             "# Task", spec.description.strip(), "",
             f"Metric: `{metric.key}` on the validation split; {metric.direction} is better. "
-            f"Baseline validation value: {spec.baseline.val:.6g}.",
+            "Baseline validation value: "
+            + ("unmeasured." if spec.baseline.val is None else f"{spec.baseline.val:.6g}."),
         ]
         if spec.constraints:
             lines.append("Constraints (a run breaking one fails): "

@@ -47,7 +47,7 @@ from pydantic import Field
 from pytest_fmlbench.agentkit import (
     Agent, CodeEditor, EditorOptions, EditReply, metric_line, restore, run_error, task_context,
 )
-from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS, port_value
+from pytest_fmlbench.agentkit.editing import PORT_LLM_SEED, port_llm_limit, port_value
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.session import Session
 
@@ -66,8 +66,9 @@ class AiraMctsOptions(EditorOptions):
     analysis_temperature: float | None = Field(0.75, ge=0, le=2,
                                                description="temperature of the analysis calls, the port's "
                                                "default (aira-dojo: 0.5); none = the provider's")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the editor calls; the "
-                                   "analysis calls ask for at most 8192, as the port's llm.py")
+    max_output_tokens: int | None = Field(None, ge=16, description="reply length limit of the editor calls; "
+                                          "none = no limit, as the port's editor (Anthropic: the model's maximum); "
+                                          "the analysis calls ask for at most 8192, as the port's llm.py")
     node_plan: Literal["port", "model"] = Field(
         "port", description="a node's plan in the memory, the analysis and the debug chain: 'port' = the port's "
         "label ('Draft #n', 'Improve from node n', 'Debug fix for node n'; its nodes numbered step + 1, the root "
@@ -313,7 +314,8 @@ class _Search:
                     {"role": "user", "content": prompt}]
         try:
             text = self.s.llm.complete(messages, temperature=self.o.analysis_temperature, purpose="analysis",
-                                       max_output_tokens=min(PORT_LLM_MAX_OUTPUT_TOKENS, self.o.max_output_tokens)).text
+                                       max_output_tokens=port_llm_limit(self.o.max_output_tokens),
+                                       seed=PORT_LLM_SEED).text
         except LLMCallError as exc:  # the port keeps the failure itself as the analysis, uncut (agent.py 612-613)
             return f"(analysis failed: {exc})"
         return text.strip()[:500]

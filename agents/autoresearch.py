@@ -33,7 +33,7 @@ from pydantic import Field
 from pytest_fmlbench.agentkit import (
     Agent, CodeEditor, EditorOptions, complete_or, metric_line, restore, run_error, tail, task_context,
 )
-from pytest_fmlbench.agentkit.editing import PORT_LLM_MAX_OUTPUT_TOKENS
+from pytest_fmlbench.agentkit.editing import PORT_LLM_SEED, port_llm_limit
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.record import StepRecord
 from pytest_fmlbench.session import Session
@@ -75,8 +75,9 @@ class AutoresearchOptions(EditorOptions, LoopErrorOptions):
                                            "port's default (its llm.py); none = the provider's")
     edit_temperature: float | None = Field(None, ge=0, le=2, description="temperature of the edit calls; "
                                            "none = the provider's default, as the port")
-    max_output_tokens: int = Field(16384, ge=16, description="reply length limit of the editor calls; the "
-                                   "idea calls ask for at most 8192, as the port's llm.py")
+    max_output_tokens: int | None = Field(None, ge=16, description="reply length limit of the editor calls; "
+                                          "none = no limit, as the port's editor (Anthropic: the model's maximum); "
+                                          "the idea calls ask for at most 8192, as the port's llm.py")
 
 
 @dataclass
@@ -135,7 +136,8 @@ class Climber:
             system, user = idea_prompt()
             idea = complete_or(s, [{"role": "system", "content": system}, {"role": "user", "content": user}],
                                lambda exc: FALLBACK_IDEA, temperature=self.o.idea_temperature, purpose="idea",
-                               max_output_tokens=min(PORT_LLM_MAX_OUTPUT_TOKENS, self.o.max_output_tokens)).strip()
+                               max_output_tokens=port_llm_limit(self.o.max_output_tokens),
+                               seed=PORT_LLM_SEED).strip()
             line.last_idea = idea
             restore(s, line.files)
             reply = self.editor.request(idea, line.files, purpose=action)

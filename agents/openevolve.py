@@ -37,13 +37,12 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from pytest_fmlbench.agentkit import Agent, tail, task_context
 from pytest_fmlbench.agentkit.editing import (
-    DEFAULT_MAX_OUTPUT_TOKENS, CodeEditor, EditorOptions, complete_or, metric_line, port_value, restore, run_error,
+    DEFAULT_MAX_OUTPUT_TOKENS, PORT_LLM_SEED, CodeEditor, EditorOptions, complete_or, port_llm_limit, metric_line, port_value, restore, run_error,
 )
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
 from pytest_fmlbench.agentkit.map_elites import Placement, Population, Program, Sample, Settings, join_code
 from pytest_fmlbench.session import Session
 
-ANALYSIS_MAX_OUTPUT_TOKENS = 8192  # the port's limit for its own (non-editor) calls
 
 
 class OpenEvolveOptions(EditorOptions, LoopErrorOptions):
@@ -68,8 +67,9 @@ class OpenEvolveOptions(EditorOptions, LoopErrorOptions):
     feedback_temperature: float = Field(0.75, ge=0, le=2, description="temperature of the analysis calls")
     code_temperature: float | None = Field(
         None, ge=0, le=2, description="temperature of the editor calls (None: the provider's; upstream: 0.7)")
-    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, ge=16,
-                                   description="reply length limit of the editor calls (analysis calls: at most 8192)")
+    max_output_tokens: int | None = Field(
+        DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the editor calls; none = no limit, as "
+        "the port's editor (Anthropic: the model's maximum); analysis calls: at most 8192")
 
     @field_validator("exploitation_ratio")
     @classmethod
@@ -219,7 +219,7 @@ class _Evolution:
             self.s, [{"role": "system", "content": "You analyse ML experiments. Be concise."},
                      {"role": "user", "content": prompt}], lambda exc: f"(analysis failed: {exc})",
             temperature=self.o.feedback_temperature,
-            max_output_tokens=min(ANALYSIS_MAX_OUTPUT_TOKENS, self.o.max_output_tokens), purpose="analysis")
+            max_output_tokens=port_llm_limit(self.o.max_output_tokens), seed=PORT_LLM_SEED, purpose="analysis")
         return text.strip()[:300]
 
     def _value(self, program: Program) -> str:

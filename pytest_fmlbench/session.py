@@ -146,13 +146,13 @@ class RemoteLLM:
         self.model = model
         self.provider = provider
 
-    def complete(self, messages, *, temperature: float | None = None, max_output_tokens: int = 4096,
-                 purpose: str = ""):
+    def complete(self, messages, *, temperature: float | None = None, max_output_tokens: int | None = 4096,
+                 seed: int | None = None, purpose: str = ""):
         from .llm.client import Reply
 
         reply = self._transport.request("llm.complete", {
             "messages": [dict(m) for m in messages], "temperature": temperature,
-            "max_output_tokens": max_output_tokens, "purpose": purpose,
+            "max_output_tokens": max_output_tokens, "seed": seed, "purpose": purpose,
         })
         return Reply(reply["text"], Usage.model_validate(reply["usage"]), reply["finish_reason"], reply["replayed"])
 

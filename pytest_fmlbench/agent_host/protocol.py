@@ -278,7 +278,8 @@ class ChatMessage(_Args):
 class CompleteArgs(_Args):
     messages: list[ChatMessage] = Field(min_length=1)
     temperature: float | None = None
-    max_output_tokens: int = Field(4096, ge=1, le=1 << 20)
+    max_output_tokens: int | None = Field(4096, ge=1, le=1 << 20)  # None: no limit asked for
+    seed: int | None = Field(None, ge=0, le=1 << 31)
     purpose: Label = ""
 
 

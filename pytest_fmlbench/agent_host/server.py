@@ -157,7 +157,7 @@ class Dispatcher:
             raise p.RequestError("llm.complete: this run has no LLM (the agent does not declare uses_llm, "
                                  "or no --model was given)")
         reply = self.llm.complete([m.model_dump() for m in args.messages], temperature=args.temperature,
-                                  max_output_tokens=args.max_output_tokens, purpose=args.purpose)
+                                  max_output_tokens=args.max_output_tokens, seed=args.seed, purpose=args.purpose)
         return {"text": reply.text, "usage": reply.usage.model_dump(), "finish_reason": reply.finish_reason,
                 "replayed": reply.replayed}
 

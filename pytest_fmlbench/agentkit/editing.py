@@ -28,7 +28,9 @@ from typing import Literal
 from pydantic import Field
 
 from ..editor import Edit, EditResult, WholeFile, apply_each
+from ..llm.backends import LENGTH_LIMIT_REASONS
 from ..llm.errors import LLMCallError
+from ..llm.sampling import PORT_SEED
 from ..record import StepRecord
 from ..session import Session
 from .base import AgentOptions
@@ -50,11 +52,24 @@ GUIDELINES = (
     "- Make sure the code runs without errors.\n"
     "- Change no file other than the ones shown above."
 )
-# the port leaves the reply length to the provider; its editor names 16384 as the completion budget
-DEFAULT_MAX_OUTPUT_TOKENS = 16384
+# the port's editor sends no length limit (code_editor.py 147-155): neither do ours by default (the
+# Messages API, which needs one, then gets the model's maximum)
+DEFAULT_MAX_OUTPUT_TOKENS: int | None = None
 # the ports' own calls (analysis, idea, memory) go through their llm.py, which asks for at most
-# MAX_NUM_TOKENS = 8192 (llm.py 14)
+# MAX_NUM_TOKENS = 8192 (llm.py 14), with seed 0 (sent to gpt and o-series models: llm.sampling)
 PORT_LLM_MAX_OUTPUT_TOKENS = 8192
+PORT_LLM_SEED = PORT_SEED
+
+
+def cut_off_note(limit: int | None) -> str:
+    """What a step's error adds when the reply ended on its length limit."""
+    return (f"(the reply was cut off at {limit} tokens)" if limit is not None
+            else "(the reply was cut off at the model's output limit)")
+
+
+def port_llm_limit(editor_limit: int | None) -> int:
+    """The length limit of a port llm.py call: 8,192, or an agent's editor limit when that is lower."""
+    return PORT_LLM_MAX_OUTPUT_TOKENS if editor_limit is None else min(PORT_LLM_MAX_OUTPUT_TOKENS, editor_limit)
 
 EditorMode = Literal["port", "strict"]
 
@@ -120,7 +135,7 @@ class EditReply:
 
 class CodeEditor:
     def __init__(self, session: Session, *, temperature: float | None = None,
-                 max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS, mode: EditorMode = "port"):
+                 max_output_tokens: int | None = DEFAULT_MAX_OUTPUT_TOKENS, mode: EditorMode = "port"):
         self.session = session
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
@@ -185,8 +200,8 @@ class CodeEditor:
         """A reply's edits of ``files``, read the way this editor's mode asks for them."""
         parsed = parse_reply(text, files) if self.mode == "strict" else parse_port_reply(text, files)
         error = "" if parsed.edits else "no usable code in the reply: " + parsed.error
-        if error and finish_reason == "length":
-            error += f" (the reply was cut at {self.max_output_tokens} tokens)"
+        if error and finish_reason in LENGTH_LIMIT_REASONS:
+            error += " " + cut_off_note(self.max_output_tokens)
         return EditReply(parsed.plan, parsed.edits, error, finish_reason, tuple(parsed.problems), text)
 
     # -- applying -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..llm.errors import LLMCallError
 from ..session import Session
-from .editing import task_context
+from .editing import PORT_LLM_SEED, task_context
 from .prompting import extract_json, render_files
 
 DONE_MARKER = "I am done"
@@ -117,7 +117,7 @@ class IdeaGenerator:
         history.append({"role": "user", "content": text})
         reply = self.s.llm.complete([{"role": "system", "content": self.system}, *history],
                                     temperature=self.temperature, max_output_tokens=self.max_output_tokens,
-                                    purpose=purpose)
+                                    seed=PORT_LLM_SEED, purpose=purpose)
         history.append({"role": "assistant", "content": reply.text})
         return reply.text
 

@@ -10,20 +10,22 @@ from __future__ import annotations
 import email.utils
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import LLMCallError, TransientLLMError
 from .providers import Endpoint
 from .redact import guard_loggers, redact, register_secret
+from .sampling import WireSampling, wire_sampling
 
 
 @dataclass(frozen=True)
 class Request:
     messages: tuple[dict[str, str], ...]  # {"role": "system"|"user"|"assistant", "content": str}
-    max_output_tokens: int
+    max_output_tokens: int | None  # None: no limit sent (Anthropic, which needs one: the model's maximum)
     temperature: float | None = None
-    seed: int | None = None  # only the local model samples with it; hosted APIs ignore it
+    seed: int | None = None  # the seed asked for; sent where the port sends one (see ``sampling``)
+    local_seed: int = 0  # the embedded model's sampling seed, drawn from the request so a run reproduces
 
 
 @dataclass(frozen=True)
@@ -34,16 +36,20 @@ class Completion:
     cached_tokens: int = 0
     tokens_known: bool = True  # False when the server reported no usage
     finish_reason: str | None = None
+    # the sampling fields the request carried (temperature, seed, the length limit under its wire name),
+    # and what the call asked for that its model family does not send
+    sent: dict[str, float | int] = field(default_factory=dict)
+    unsent: tuple[str, ...] = ()
+
+
+# the reasons a reply ends on its length limit: OpenAI-compatible servers, Anthropic
+LENGTH_LIMIT_REASONS = frozenset({"length", "max_tokens"})
 
 
 class Backend(Protocol):
     def complete(self, request: Request) -> Completion: ...
 
     def check_model(self) -> None: ...
-
-
-# OpenAI's reasoning models reject a temperature; they sample at their fixed setting
-_REASONING = re.compile(r"^(o[134]|gpt-5)")
 
 
 class OpenAIChat:
@@ -62,30 +68,35 @@ class OpenAIChat:
         self.client = openai.OpenAI(api_key=endpoint.api_key or "no-key", timeout=timeout_s, max_retries=0, **kwargs)
         guard_loggers()
 
+    def _sampling(self, request: Request) -> WireSampling:
+        return wire_sampling(self.endpoint.model, temperature=request.temperature, seed=request.seed,
+                             max_output_tokens=request.max_output_tokens)
+
     def _params(self, request: Request) -> dict[str, Any]:
-        model = self.endpoint.model
-        is_openai = self.endpoint.provider.name == "openai"
-        params: dict[str, Any] = {"model": model, "messages": [dict(m) for m in request.messages]}
-        # OpenAI deprecated max_tokens (its reasoning models refuse it); other servers only know max_tokens
-        params["max_completion_tokens" if is_openai else "max_tokens"] = request.max_output_tokens
-        if request.temperature is not None and not (is_openai and _REASONING.match(model)):
-            params["temperature"] = request.temperature
-        return params
+        sampling = self._sampling(request)
+        messages = [dict(m) for m in request.messages]
+        if sampling.system_as_user:
+            messages = [{**m, "role": "user"} if m["role"] == "system" else m for m in messages]
+        return {"model": self.endpoint.model, "messages": messages, **sampling.params(request.max_output_tokens)}
 
     def complete(self, request: Request) -> Completion:
+        params = self._params(request)
         try:
-            resp = self.client.chat.completions.create(**self._params(request))
+            resp = self.client.chat.completions.create(**params)
         except self._sdk.APIError as exc:
             raise self._convert(exc) from None
+        sent = {k: v for k, v in params.items() if k not in ("model", "messages")}
+        unsent = self._sampling(request).unsent
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "") if choice and choice.message else ""
+        finish = choice.finish_reason if choice else None
         usage = resp.usage
         if usage is None:
-            return Completion(text, tokens_known=False, finish_reason=choice.finish_reason if choice else None)
+            return Completion(text, tokens_known=False, finish_reason=finish, sent=sent, unsent=unsent)
         details = getattr(usage, "prompt_tokens_details", None)
         cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
         return Completion(text, usage.prompt_tokens or 0, usage.completion_tokens or 0, cached,
-                          finish_reason=choice.finish_reason if choice else None)
+                          finish_reason=finish, sent=sent, unsent=unsent)
 
     def check_model(self) -> None:
         try:
@@ -110,6 +121,11 @@ class OpenAIChat:
         return LLMCallError(f"{name}: {type(exc).__name__}: {redact(str(exc))}")
 
 
+# when the Models API does not say a model's maximum output: what all Claude 4.x models take (Opus:
+# 32,000; Sonnet and Haiku: 64,000)
+FALLBACK_MAX_TOKENS = 32000
+
+
 class AnthropicMessages:
     """Anthropic's native Messages API."""
 
@@ -124,27 +140,47 @@ class AnthropicMessages:
             # the SDK appends /v1/messages itself; accept the OpenAI-style .../v1 base users give elsewhere
             kwargs["base_url"] = re.sub(r"/v1/?$", "", endpoint.base_url.rstrip("/"))
         self.client = anthropic.Anthropic(api_key=endpoint.api_key, timeout=timeout_s, max_retries=0, **kwargs)
+        self._model_max: int | None = None
         guard_loggers()
 
     def complete(self, request: Request) -> Completion:
         system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
         messages = [dict(m) for m in request.messages if m["role"] != "system"]
-        params: dict[str, Any] = {"model": self.endpoint.model, "max_tokens": request.max_output_tokens,
-                                  "messages": messages}
+        # the Messages API needs a limit: a call that asks for none gets the model's maximum
+        limit = request.max_output_tokens if request.max_output_tokens is not None else self.model_max_tokens()
+        params: dict[str, Any] = {"model": self.endpoint.model, "max_tokens": limit, "messages": messages}
         if system:
             params["system"] = system
-        # no temperature: the Messages API of this SDK generation takes no sampling parameters, and
-        # current Claude models sample at their own settings
+        sampling = wire_sampling(self.endpoint.model, temperature=request.temperature, seed=request.seed,
+                                 max_output_tokens=limit)
+        extra: dict[str, Any] = {}
+        if sampling.temperature is not None:
+            # this SDK's messages.create has no temperature argument; the API still reads the body field,
+            # and the port sends its 0.75 to Claude (through OpenRouter, or Anthropic's own API)
+            extra["temperature"] = sampling.temperature
         try:
-            resp = self.client.messages.create(**params)
+            resp = self.client.messages.create(**params, extra_body=extra or None)
         except self._sdk.APIError as exc:
             raise self._convert(exc) from None
+        sent = {"max_tokens": limit, **extra}
+        unsent = sampling.unsent  # a seed, asked for: the Messages API has none (nor does the port send one)
         text = "".join(block.text for block in resp.content if getattr(block, "type", "") == "text")
         u = resp.usage
         read = u.cache_read_input_tokens or 0
         # Anthropic counts cache reads and writes apart from input_tokens; ours counts every prompt token
         total_in = (u.input_tokens or 0) + read + (u.cache_creation_input_tokens or 0)
-        return Completion(text, total_in, u.output_tokens or 0, read, finish_reason=resp.stop_reason)
+        return Completion(text, total_in, u.output_tokens or 0, read, finish_reason=resp.stop_reason, sent=sent,
+                          unsent=unsent)
+
+    def model_max_tokens(self) -> int:
+        """The largest ``max_tokens`` the model takes, as the Models API reports it (asked once)."""
+        if self._model_max is None:
+            try:
+                reported = self.client.models.retrieve(self.endpoint.model).max_tokens
+            except self._sdk.APIError as exc:
+                raise self._convert(exc) from None
+            self._model_max = reported or FALLBACK_MAX_TOKENS
+        return self._model_max
 
     def check_model(self) -> None:
         try:

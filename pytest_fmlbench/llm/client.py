@@ -15,7 +15,7 @@ import tenacity
 
 from ..record import Usage
 from ..stops import RunStopped
-from .backends import Backend, Request
+from .backends import LENGTH_LIMIT_REASONS, Backend, Request
 from .errors import LLMCallError, TransientLLMError
 from .ledger import Ledger, request_key
 from .pricing import PriceTable
@@ -49,6 +49,8 @@ class LLMClient:
         self._sink: Callable[[Usage], None] | None = None
         self._on_failure: Callable[[LLMCallError], None] | None = None
         self.failed_calls = 0  # calls that failed for good (after their retries), replayed ones included
+        self.truncated_calls = 0  # replies that ended on their length limit, replayed ones included
+        self._on_truncation: Callable[[str], None] | None = None
         self._jitter = random.Random()
         # the LLM gateway accounts calls from its own threads, beside the agent's calls
         self._lock = threading.Lock()
@@ -75,11 +77,14 @@ class LLMClient:
         self._on_failure = sink
 
     def complete(self, messages: Iterable[Mapping[str, str]], *, temperature: float | None = None,
-                 max_output_tokens: int = 4096, purpose: str = "") -> Reply:
+                 max_output_tokens: int | None = 4096, seed: int | None = None, purpose: str = "") -> Reply:
         """One chat completion. Raises RunStopped once a budget is exceeded, LLMCallError if it cannot succeed
-        (retries exhausted, or an error not worth retrying); the agent decides what a failed call becomes."""
+        (retries exhausted, or an error not worth retrying); the agent decides what a failed call becomes.
+
+        ``temperature``, ``max_output_tokens`` (None: no limit) and ``seed`` are what the call asks for; the
+        request carries them as FML-bench's llm.py would for the model (``sampling``)."""
         self.check_budget()
-        request = Request(_normalise(messages), max_output_tokens, temperature)
+        request = Request(_normalise(messages), max_output_tokens, temperature, seed)
         key = request_key(self.provider, self.model, request)
         n = self._seen[key]
         self._seen[key] += 1
@@ -94,7 +99,7 @@ class LLMClient:
             started = time.monotonic()
             try:
                 # the local model samples; seeding it from the request keeps a run reproducible
-                completion = self._with_retries(replace(request, seed=int(key[:8], 16) + n))
+                completion = self._with_retries(replace(request, local_seed=int(key[:8], 16) + n))
             except LLMCallError as exc:
                 if self.ledger is not None:
                     self.ledger.append_failure(key=key, n=n, provider=self.provider, model=self.model,
@@ -108,13 +113,28 @@ class LLMClient:
             if self.ledger is not None:
                 self.ledger.append(key=key, n=n, provider=self.provider, model=self.model, purpose=purpose,
                                    request=request, text=completion.text, usage=usage,
-                                   finish_reason=completion.finish_reason, latency_s=time.monotonic() - started)
+                                   finish_reason=completion.finish_reason, latency_s=time.monotonic() - started,
+                                   sent=completion.sent, unsent=completion.unsent)
+        if reply.finish_reason in LENGTH_LIMIT_REASONS:
+            self._truncated(reply, purpose)
         self.account(reply.usage)
         cost = "unknown" if reply.usage.cost_usd is None else f"${reply.usage.cost_usd:.4f}"
         log.debug("llm %s%s: %d in (%d cached) / %d out tokens, %s", purpose or "call",
                   " (replayed)" if reply.replayed else "", reply.usage.input_tokens, reply.usage.cached_tokens,
                   reply.usage.output_tokens, cost)
         return reply
+
+    def bind_truncations(self, sink: Callable[[str], None]) -> None:
+        """Told of each reply that ended on its length limit (with the call's purpose)."""
+        self._on_truncation = sink
+
+    def _truncated(self, reply: Reply, purpose: str) -> None:
+        with self._lock:
+            self.truncated_calls += 1
+        log.warning("LLM reply %scut off at its length limit (%d output tokens)",
+                    f"for {purpose!r} " if purpose else "", reply.usage.output_tokens)
+        if self._on_truncation is not None:
+            self._on_truncation(purpose)
 
     def _failed(self, exc: LLMCallError) -> NoReturn:
         self.failed_calls += 1

@@ -32,6 +32,8 @@ LEDGER_FILE = "llm_calls.jsonl"
 def request_key(provider: str, model: str, request: Request) -> str:
     payload = {"provider": provider, "model": model, "messages": list(request.messages),
                "max_output_tokens": request.max_output_tokens, "temperature": request.temperature}
+    if request.seed is not None:  # only then: the keys of calls without a seed stay what they were
+        payload["seed"] = request.seed
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -58,11 +60,15 @@ class Ledger:
         return self._entries.get((key, n))
 
     def append(self, *, key: str, n: int, provider: str, model: str, purpose: str, request: Request,
-               text: str, usage: Usage, finish_reason: str | None, latency_s: float) -> None:
+               text: str, usage: Usage, finish_reason: str | None, latency_s: float,
+               sent: dict[str, Any] | None = None, unsent: tuple[str, ...] = ()) -> None:
+        """A call answered; ``sent``: the sampling fields its request carried on the wire, ``unsent``: what
+        it asked for that the model's family is not sent (see ``sampling``)."""
         entry = {
             "key": key, "n": n, "at": now().isoformat(), "provider": provider, "model": model,
             "purpose": purpose, "latency_s": round(latency_s, 3), "usage": usage.model_dump(),
             "finish_reason": finish_reason, "request": asdict(request), "text": text,
+            "sent": dict(sent or {}), "unsent": list(unsent),
         }
         self._write(key, n, entry)
 

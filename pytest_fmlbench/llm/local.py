@@ -94,7 +94,7 @@ class LocalModel:
         )
         input_ids = encoded["input_ids"]
         attention = encoded.get("attention_mask")
-        max_new = min(request.max_output_tokens, LOCAL_MAX_NEW_TOKENS)
+        max_new = min(request.max_output_tokens or LOCAL_MAX_NEW_TOKENS, LOCAL_MAX_NEW_TOKENS)
         window = getattr(model.config, "max_position_embeddings", 8192) - max_new
         if input_ids.shape[1] > window > 0:
             # a small context: keep the end of the prompt, where the instructions and the code are
@@ -110,7 +110,7 @@ class LocalModel:
         try:
             # seeded sampling without disturbing anyone else's use of torch's global generator
             with torch.random.fork_rng(devices=[]), torch.inference_mode():
-                torch.manual_seed(request.seed or 0)
+                torch.manual_seed(request.local_seed)
                 out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
         finally:
             torch.set_num_threads(threads)

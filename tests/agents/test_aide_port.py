@@ -328,10 +328,11 @@ def test_temperatures_and_reply_limits_on_the_wire(run_agent, fake_llm):
     # the port's editor sends no temperature; its analysis goes through llm.py's default, 0.75
     assert all("temperature" not in body for k, body in sent if k != "analysis")
     assert [body["temperature"] for k, body in sent if k == "analysis"] == [0.75] * 3
-    # llm.py asks for at most MAX_NUM_TOKENS = 8192 (llm.py 14, 217-310); the editor calls are capped at
-    # max_output_tokens (the port's editor sends no limit: a difference the README names)
+    # llm.py asks for at most MAX_NUM_TOKENS = 8192 (llm.py 14, 217-310), with seed 0 to a gpt model; the
+    # editor sends neither a limit nor a seed (code_editor.py 147-155)
     assert [reply_limit(body) for k, body in sent if k == "analysis"] == [8192] * 3
-    assert [reply_limit(body) for k, body in sent if k != "analysis"] == [16384] * 3
+    assert [reply_limit(body) for k, body in sent if k != "analysis"] == [None] * 3
+    assert [body.get("seed") for k, body in sent] == [None, 0] * 3
     fake_llm.responder = model = PortModel()
     run_agent("aide", steps=1, options={"edit_temperature": 0.2, "analysis_temperature": None}, seed=1)
     assert [seen.body.get("temperature") for _, seen in model.calls] == [0.2, None]

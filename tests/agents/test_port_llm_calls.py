@@ -28,7 +28,8 @@ from pytest_fmlbench.scoring import process_metrics
 # purpose -> the temperature the port sends (None: none at all)
 EDIT = None
 PORT = 0.75
-EDITOR_LIMIT, PORT_LIMIT = 16384, 8192  # reply limits of the editor's calls and of the port's llm.py
+EDITOR_LIMIT, PORT_LIMIT = None, 8192  # reply limits of the editor's calls (none) and of the port's llm.py
+EDITOR_SEED, PORT_SEED = None, 0  # llm.py sends seed=0 to a gpt model (llm.py 292-303); the editor sends none
 TEMPERATURES = [
     ("aide", lambda: ToyCoder(drafts=("bug", "ok")), {"num_drafts": 1, "debug_prob": 1.0},
      {"draft": EDIT, "debug": EDIT, "improve": EDIT, "analysis": PORT}),
@@ -59,12 +60,17 @@ def test_temperatures_are_the_ports(run_agent, fake_llm, agent, model, options, 
     # and on the wire: a temperature goes out exactly with the calls that have one
     on_wire = sorted(str(seen.body.get("temperature")) for seen in fake_llm.completions)
     assert on_wire == sorted(str(call["request"]["temperature"]) for call in run.ledger())
-    # reply limits: the port's own calls ask for llm.py's MAX_NUM_TOKENS = 8192 (llm.py 14); its editor sends
-    # none, ours caps it at max_output_tokens (16384 by default: a difference the README names)
-    limits = {}
+    # reply limits and seeds: the port's own calls ask for llm.py's MAX_NUM_TOKENS = 8192 (llm.py 14) and send
+    # seed 0 to this gpt model; its editor sends neither (code_editor.py 147-155)
+    limits, seeds = {}, {}
     for call in run.ledger():
         limits.setdefault(call["purpose"], set()).add(call["request"]["max_output_tokens"])
+        seeds.setdefault(call["purpose"], set()).add(call["request"]["seed"])
     assert limits == {p: {EDITOR_LIMIT if expected[p] is EDIT else PORT_LIMIT} for p in limits}
+    assert seeds == {p: {EDITOR_SEED if expected[p] is EDIT else PORT_SEED} for p in seeds}
+    on_wire = sorted((str(seen.body.get("max_tokens")), str(seen.body.get("seed"))) for seen in fake_llm.completions)
+    assert on_wire == sorted((str(call["request"]["max_output_tokens"]), str(call["request"]["seed"]))
+                             for call in run.ledger())
 
 
 def failing(model, is_target, attempts: int = 5):

@@ -67,6 +67,8 @@ class FakeLLM:
         self.responder: Callable[[Seen], Item] | None = None
         self.requests: list[Seen] = []
         self.unknown_models: set[str] = set()
+        # what GET /v1/models/ID says of an Anthropic model's largest max_tokens (None: the field is absent)
+        self.anthropic_max_tokens: int | None = None
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
@@ -154,8 +156,10 @@ def _handler_for(fake: FakeLLM):
             if model in fake.unknown_models:
                 return self._error(seen, Fail(404, f"The model `{model}` does not exist", code="model_not_found"))
             if seen.protocol == "anthropic":
-                return self._send(200, {"type": "model", "id": model, "display_name": model,
-                                        "created_at": "2026-01-01T00:00:00Z"})
+                info = {"type": "model", "id": model, "display_name": model, "created_at": "2026-01-01T00:00:00Z"}
+                if fake.anthropic_max_tokens is not None:
+                    info["max_tokens"] = fake.anthropic_max_tokens
+                return self._send(200, info)
             self._send(200, {"id": model, "object": "model", "created": 0, "owned_by": "fake"})
 
         def do_POST(self) -> None:
