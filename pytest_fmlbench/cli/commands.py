@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import agents, compare, data, judge, report, score
+from . import agents, compare, data, doctor, judge, report, score
 
 
 COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
@@ -16,6 +16,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     compare.COMMAND,
     data.COMMAND,
     judge.COMMAND,
+    doctor.COMMAND,
 ]
 
 
@@ -28,6 +29,7 @@ EPILOG = """examples:
   fmlbench compare last reports/fmlbench/runs    task by task deltas against the last saved session
   fmlbench data fetch -k lite                    the full-profile Lite tasks' data, into $FMLBENCH_DATA
   fmlbench judge reports/fmlbench/runs --judge-model gpt-5.4   audit runs: signals, research and rule reviews
+  fmlbench doctor                                what this machine can run: sandbox, GPUs, data, tools, keys
 
 'fmlbench COMMAND --help' describes one command."""
 
