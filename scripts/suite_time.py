@@ -6,7 +6,10 @@
 Prints the suite's wall time (when given: CI measures it around `make test`), the test time summed over
 the xdist workers, that time per folder and per file of ``tests/``, and the slowest tests. A test's time is
 its setup, call and teardown together (pytest's ``junit_duration_report=total``), so a module-scoped
-fixture's run is charged to the first test that asked for it.
+fixture's run is charged to the first test that asked for it. Where the tests recorded their processor time
+(the ``cpu_s`` property tests/conftest.py adds), each row also says how much of its time was spent computing
+(``busy``: processor time over test time; a Slurm test waiting on the queue is far below 100%), and the tests
+that waited longest are listed: on 2 cores, the suite's wall time is bounded below by its processor time / 2.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class Timed:
     name: str
     seconds: float
     outcome: str
+    cpu: float | None = None  # processor time, where the test recorded it
 
 
 def read_cases(path: str) -> list[Timed]:
@@ -35,7 +39,8 @@ def read_cases(path: str) -> list[Timed]:
         modules = [p for p in parts if not p[:1].isupper()]
         file = "/".join(modules) + ".py" if modules else "?"
         outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-        cases.append(Timed(file, case.get("name", "?"), float(case.get("time", 0) or 0), outcome))
+        cpu = next((float(p.get("value")) for p in case.iter("property") if p.get("name") == "cpu_s"), None)
+        cases.append(Timed(file, case.get("name", "?"), float(case.get("time", 0) or 0), outcome, cpu))
     return cases
 
 
@@ -49,6 +54,13 @@ def minutes(seconds: float) -> str:
     return f"{seconds:8.1f} s {seconds / 60:6.1f} min"
 
 
+def busy(cases: list[Timed]) -> str:
+    """Processor time over test time, for the cases that recorded it; empty where none did."""
+    timed = [c for c in cases if c.cpu is not None]
+    seconds = sum(c.seconds for c in timed)
+    return f"  busy {100 * sum(c.cpu for c in timed) / seconds:4.0f}%" if timed and seconds > 0 else ""
+
+
 def report(cases: list[Timed], wall: float | None, slowest: int) -> str:
     total = sum(c.seconds for c in cases)
     counts = defaultdict(int)
@@ -59,19 +71,32 @@ def report(cases: list[Timed], wall: float | None, slowest: int) -> str:
         lines.append(f"  wall            {minutes(wall)}")
     lines.append(f"  test time       {minutes(total)}  (summed over workers; {len(cases)} tests: "
                  + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")")
-    by_folder, by_file = defaultdict(float), defaultdict(float)
+    recorded = [c for c in cases if c.cpu is not None]
+    if recorded:
+        lines.append(f"  processor time  {minutes(sum(c.cpu for c in recorded))}  (of the {len(recorded)} tests "
+                     "that recorded it, their child processes included)")
+    by_folder, by_file = defaultdict(list), defaultdict(list)
     for c in cases:
-        by_folder[folder_of(c.file)] += c.seconds
-        by_file[c.file] += c.seconds
+        by_folder[folder_of(c.file)].append(c)
+        by_file[c.file].append(c)
+
+    def seconds_of(group: list[Timed]) -> float:
+        return sum(c.seconds for c in group)
+
     lines.append("per folder (a file directly under tests/ is a row of its own)")
-    for folder, seconds in sorted(by_folder.items(), key=lambda kv: -kv[1]):
-        lines.append(f"  {minutes(seconds)} {100 * seconds / max(total, 1e-9):5.1f}%  {folder}")
+    for folder, group in sorted(by_folder.items(), key=lambda kv: -seconds_of(kv[1])):
+        seconds = seconds_of(group)
+        lines.append(f"  {minutes(seconds)} {100 * seconds / max(total, 1e-9):5.1f}%  {folder}{busy(group)}")
     lines.append("the ten most costly files")
-    for file, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:10]:
-        lines.append(f"  {minutes(seconds)}  {file}")
+    for file, group in sorted(by_file.items(), key=lambda kv: -seconds_of(kv[1]))[:10]:
+        lines.append(f"  {minutes(seconds_of(group))}  {file}{busy(group)}")
     lines.append(f"the {slowest} slowest tests")
     for c in sorted(cases, key=lambda c: -c.seconds)[:slowest]:
-        lines.append(f"  {c.seconds:8.1f} s  {c.file}::{c.name}")
+        lines.append(f"  {c.seconds:8.1f} s  {c.file}::{c.name}{busy([c])}")
+    if recorded:
+        lines.append(f"the {slowest} tests that waited longest (test time less processor time)")
+        for c in sorted(recorded, key=lambda c: c.cpu - c.seconds)[:slowest]:
+            lines.append(f"  {c.seconds - c.cpu:8.1f} s  {c.file}::{c.name}{busy([c])}")
     return "\n".join(lines)
 
 

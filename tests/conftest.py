@@ -1,3 +1,4 @@
+import resource
 import shutil
 import textwrap
 from pathlib import Path
@@ -11,6 +12,31 @@ collect_ignore = ["data"]
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
+
+
+def _cpu_seconds() -> float:
+    """Processor time of this process and of the children it has waited for (a child pytest, the processes
+    that one waited for, and so on)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_AT_SETUP] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    # the test's processor time (setup, call and teardown) beside its wall time in reports/tests.xml: a test
+    # that mostly waits (a Slurm queue, a timeout) shows little of it; scripts/suite_time.py sums both
+    if CPU_AT_SETUP in item.stash:
+        item.user_properties.append(("cpu_s", f"{_cpu_seconds() - item.stash[CPU_AT_SETUP]:.2f}"))
+
+
+CPU_AT_SETUP = pytest.StashKey[float]()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,6 +2,9 @@
 
 import subprocess
 import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from conftest import REPO
 
@@ -60,3 +63,44 @@ def test_suite_time_sums_each_folder_and_lists_the_slowest_tests(tmp_path):
 def test_suite_time_names_an_unreadable_file_in_one_line(tmp_path):
     done = suite_time(tmp_path / "missing.xml")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot read" in done.stderr
+
+
+def test_the_suites_own_tests_record_their_processor_time(pytester):
+    """tests/conftest.py adds each test's processor time, its child processes' included, to the JUnit XML: a test
+    that sleeps records next to none, one that computes in a child process records that child's time (processor
+    time, whatever else the machine runs meanwhile)."""
+    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(test_work="""
+        import subprocess, sys, time
+
+        def test_waits():
+            time.sleep(1.0)
+
+        def test_computes_in_a_child():
+            subprocess.run([sys.executable, "-c", "t = __import__('time').process_time()\\n"
+                            "while __import__('time').process_time() - t < 1.0: pass"], check=True)
+    """)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml=tests.xml").assert_outcomes(passed=2)
+    cases = {case.get("name"): case for case in ET.parse(pytester.path / "tests.xml").getroot().iter("testcase")}
+    cpu = {name: float(next(p.get("value") for p in case.iter("property") if p.get("name") == "cpu_s"))
+           for name, case in cases.items()}
+    assert cpu["test_waits"] < 0.5 and float(cases["test_waits"].get("time")) >= 1.0, cpu
+    assert 1.0 <= cpu["test_computes_in_a_child"] < 3.0, cpu
+
+
+def test_suite_time_says_how_busy_each_row_is_and_which_tests_waited():
+    cases = [("tests.test_slurm", "test_queue", 40.0, 4.0), ("tests.tasks.test_a", "test_run", 30.0, 29.0),
+             ("tests.tasks.test_b", "test_old", 10.0, None)]
+    xml = "".join(f'<testcase classname="{c}" name="{n}" time="{t}">'
+                  + (f'<properties><property name="cpu_s" value="{cpu}"/></properties>' if cpu is not None else "")
+                  + "</testcase>" for c, n, t, cpu in cases)
+    path = Path(tempfile.mkdtemp()) / "t.xml"
+    path.write_text(f'<testsuites><testsuite name="pytest">{xml}</testsuite></testsuites>')
+    out = suite_time(path, "--slowest", "2").stdout
+    assert "processor time      33.0 s    0.6 min  (of the 2 tests that recorded it" in out
+    rows = {line.split()[-3]: line.split()[-1] for line in out.splitlines() if "  busy " in line}
+    # a folder's share is of the tests that recorded their time: 29 s of 30
+    assert rows["tests/tasks"] == "97%" and rows["tests/test_slurm.py"] == "10%"
+    waited = out.split("waited longest (test time less processor time)")[1].strip().splitlines()
+    assert [line.split()[0] for line in waited] == ["36.0", "1.0"]
+    assert waited[0].split()[2] == "tests/test_slurm.py::test_queue"

@@ -23,7 +23,7 @@ from pytest_fmlbench.integrity import sha256_file
 from pytest_fmlbench.spec import TaskSpec, load_task
 
 from conftest import REPO
-from shared_run import run_child
+from shared_run import built_once, run_child
 
 # the original's FML-bench-Lite subset (its README), by original task name
 LITE = {"Continual_Learning_pycil", "Data_Efficiency_usb", "Generalization_domainbed",
@@ -145,18 +145,9 @@ def load_full_record(project: Path, task_id: str) -> dict:
     return json.loads(records[0].read_text())
 
 
-def smoke_run(task: FullTask, pytester, bench, data_root: Path,
-              metric_range: tuple[float, float] = (0.0, 1.0)) -> tuple[dict, Path]:
-    """The baseline's one-step smoke run on fixtures, offline: it passes, its record is whole and its test
-    metric lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
-    smoke_project(pytester, task.small_id, data_root)
-    result = bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites")
-    result.assert_outcomes(passed=1)
-    # smoke is never a result: its live lines and its tables say so
-    result.stdout.fnmatch_lines([f"*{task.id}[[]seed0] (smoke) step 1/1 *", "*/ smoke*"])
-    record = load_full_record(pytester.path, task.id)
-    assert_smoke_record(task, record, data_root, metric_range)
-    return record, task.run_dir(pytester.path)
+def assert_smoke_is_said(task: FullTask, output: pytest.LineMatcher) -> None:
+    """Smoke is never a result: the session's live lines and its tables say so."""
+    output.fnmatch_lines([f"*{task.id}[[]seed0] (smoke) step 1/1 *", "*/ smoke*"])
 
 
 def assert_smoke_record(task: FullTask, record: dict, data_root: Path, metric_range: tuple[float, float]) -> None:
@@ -168,21 +159,27 @@ def assert_smoke_record(task: FullTask, record: dict, data_root: Path, metric_ra
     assert all(("sha256" in found and "size" in found) or "commit" in found for found in record["data"].values())
 
 
-def assert_other_data_are_not_resumed(task: FullTask, artifact_name: str, pytester, bench, data_root: Path) -> None:
-    """After a smoke run: once an artefact's bytes change (a cache pinned anew), the recorded run is neither
-    reused nor resumed on them; one line says so, and the record keeps the data it was measured on."""
+def assert_other_data_are_not_resumed(task: FullTask, shared: SharedSmokeRun, artifact_name: str, copy: Path) -> None:
+    """After the module's smoke run (in ``copy``, a copy of its project and data cache, which the other tests
+    still read): once an artefact's bytes change (a cache pinned anew), the recorded run is neither reused nor
+    resumed on them; one line says so, and the record keeps the data it was measured on."""
+    project, data_root = copy / "project", copy / "fmlbench-data"
+    shutil.copytree(shared.project, project, symlinks=True)
+    shutil.copytree(shared.data_root, data_root, symlinks=True)
     cache = DataCache(data_root, "smoke")
     artifact = next(a for a in task.spec.data if a.name == artifact_name)
-    before = load_full_record(pytester.path, task.id)
+    before = load_full_record(project, task.id)
     path = cache.path(artifact)
     path.write_bytes(path.read_bytes() + b"\0")
     cache.write_stamp(artifact, sha256=sha256_file(path), size=path.stat().st_size)
-    result = bench("--agent=baseline", "--steps=1", "-m", "full", "--scale=smoke", "task_suites")
+    agent = "baseline" if shared.attack is None else "attack_agent.py:MyAgent"
+    result = run_child(project, f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites",
+                       env={"FMLBENCH_DATA": str(data_root)})
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*{task.id} seed 0: the data differ from those its recorded steps were measured on "
                                  f"({artifact_name}): rerun with --fresh*"])
     # the session's end audits every record it finds again: all else is as the run left it
-    after = load_full_record(pytester.path, task.id)
+    after = load_full_record(project, task.id)
     assert {**after, "audit": None} == {**before, "audit": None}
 
 
@@ -281,11 +278,14 @@ class Attack:
 
 
 class SharedSmokeRun:
-    """What the module's one smoke run left: its data cache, the record and the run folder; ``attack`` is the
-    edit its agent made, None when the baseline agent took the step (no bubblewrap)."""
+    """What the module's one smoke run left: its project and data cache, the record, the run folder and the
+    session's output; ``attack`` is the edit its agent made, None when the baseline agent took the step (no
+    bubblewrap)."""
 
-    def __init__(self, data_root: Path, record: dict, run: Path, attack: Attack | None):
-        self.data_root, self.record, self.run, self.attack = data_root, record, run, attack
+    def __init__(self, project: Path, data_root: Path, record: dict, run: Path, attack: Attack | None,
+                 output: list[str]):
+        self.project, self.data_root, self.record, self.run, self.attack = project, data_root, record, run, attack
+        self.output = output
 
 
 def shared_smoke_attack_run(task: FullTask, attack: Attack):
@@ -295,10 +295,9 @@ def shared_smoke_attack_run(task: FullTask, attack: Attack):
     with a probe in it. Without bubblewrap the attack means nothing (its test is skipped) and the baseline agent
     takes the step instead."""
 
-    @pytest.fixture(scope="module", name="shared_run")
-    def fixture(tmp_path_factory) -> SharedSmokeRun:
-        project = tmp_path_factory.mktemp(task.id)
-        data_root = tmp_path_factory.mktemp(f"{task.id}-data")
+    def build(folder: Path) -> SharedSmokeRun:
+        project, data_root = folder / "project", folder / "fmlbench-data"
+        project.mkdir()
         full = fill_smoke_project(project, task.small_id, data_root)
         env = {"FMLBENCH_DATA": str(data_root)}
         if shutil.which("bwrap") is None:
@@ -307,9 +306,15 @@ def shared_smoke_attack_run(task: FullTask, attack: Attack):
             (project / "attack_agent.py").write_text(attack.agent_source)
             attack_or_none, agent = attack, "attack_agent.py:MyAgent"
             env.update(FMLBENCH_EXPERIMENT_CACHE=str(data_root), FMLBENCH_EXPERIMENT_HARNESS=str(full / "harness"))
-        run_child(project, f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites",
-                  env=env).assert_outcomes(passed=1)
-        return SharedSmokeRun(data_root, load_full_record(project, task.id), task.run_dir(project), attack_or_none)
+        result = run_child(project, f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites",
+                           env=env)
+        result.assert_outcomes(passed=1)
+        return SharedSmokeRun(project, data_root, load_full_record(project, task.id), task.run_dir(project),
+                              attack_or_none, result.outlines)
+
+    @pytest.fixture(scope="module", name="shared_run")
+    def fixture(tmp_path_factory) -> SharedSmokeRun:
+        return built_once(tmp_path_factory, f"{task.id}-smoke-attack", build)
 
     return fixture
 
@@ -319,6 +324,7 @@ def assert_the_smoke_run_passed(task: FullTask, shared: SharedSmokeRun,
     """The module's smoke run (``shared_smoke_attack_run``) passed: its record is whole and its test metric
     lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
     assert_smoke_record(task, shared.record, shared.data_root, metric_range)
+    assert_smoke_is_said(task, pytest.LineMatcher(shared.output))
     return shared.record, shared.run
 
 
@@ -344,23 +350,6 @@ def assert_each_report_is_empty(run: Path, logs: tuple[str, ...]) -> None:
 def assert_reports_are_empty(record: dict, run: Path, logs: tuple[str, ...], perfect: float) -> None:
     assert_each_report_is_empty(run, logs)
     assert record["integrity"] == "ok" and record["status"] == "finished" and record["test_metric"] != perfect
-
-
-def assert_attack_reaches_nothing(task: FullTask, agent_source: str, pytester, bench, write_agent, monkeypatch,
-                                  data_root: Path, logs: tuple[str, ...] = RUN_LOGS,
-                                  perfect: float = 1.0) -> tuple[dict, Path]:
-    """Run the attack agent one step on a smoke project, telling it where the data cache and the harness are:
-    every run whose log is in ``logs`` printed its report, each report is empty, and the test metric is not the
-    ``perfect`` value a leak would give. Returns the record and the run's folder."""
-    full = smoke_project(pytester, task.small_id, data_root)
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_CACHE", str(data_root))
-    monkeypatch.setenv("FMLBENCH_EXPERIMENT_HARNESS", str(full / "harness"))
-    agent = write_agent(agent_source)
-    bench(f"--agent={agent}", "--steps=1", "-m", "full", "--scale=smoke", "task_suites").assert_outcomes(passed=1)
-    record = load_full_record(pytester.path, task.id)
-    run = task.run_dir(pytester.path)
-    assert_reports_are_empty(record, run, logs, perfect)
-    return record, run
 
 
 def assert_missing_data_is_one_line(task: FullTask, pytester, bench, data_root: Path, artifact: str) -> None:

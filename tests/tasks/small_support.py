@@ -21,7 +21,7 @@ from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.spec import load_task
 
 from conftest import REPO, load_record
-from shared_run import run_child
+from shared_run import built_once, run_child
 from full_support import (LITE, RUN_LOGS, assert_each_report_is_empty, attack_agent, attack_payload,  # noqa: F401
                           needs_bwrap)  # (LITE and needs_bwrap for the task files)
 
@@ -154,13 +154,15 @@ def shared_attack_run(task: SmallTask, **probe):
     baseline's, which the baseline test asserts. Without bubblewrap the attack means nothing (its test is
     skipped) and the baseline agent takes the step instead."""
 
-    @pytest.fixture(scope="module", name="shared_run")
-    def fixture(tmp_path_factory) -> SharedRun:
-        project = tmp_path_factory.mktemp(task.id)
+    def build(project: Path) -> SharedRun:
         if shutil.which("bwrap") is None:
             return baseline_run(task, project)
         record, run = run_attack(task, project, **probe)
         return SharedRun(record, run, attacked=True)
+
+    @pytest.fixture(scope="module", name="shared_run")
+    def fixture(tmp_path_factory) -> SharedRun:
+        return built_once(tmp_path_factory, f"{task.id}-attack", build)
 
     return fixture
 
@@ -220,15 +222,19 @@ def shared_planted_pickle_run(task: SmallTask, *, output: str, key: str, refusal
     baseline code for the final validation run and the test run, whose scores the baseline test reads.
     Without bubblewrap the baseline agent takes the step instead (the attack test is skipped)."""
 
-    @pytest.fixture(scope="module", name="shared_run")
-    def fixture(tmp_path_factory) -> SharedRun:
-        project = tmp_path_factory.mktemp(task.id)
+    extra = probe.pop("extra", "")
+
+    def build(project: Path) -> SharedRun:
         if shutil.which("bwrap") is None:
             return baseline_run(task, project)
         planted = PlantedPickle(project / "evaluator_ran_agent_code", output, key, refusal)
-        record, run = run_attack(task, project, extra=probe.pop("extra", "") + planted.code,
+        record, run = run_attack(task, project, extra=extra + planted.code,
                                  env={"FMLBENCH_EXPERIMENT_MARKER": str(planted.marker)}, **probe)
         return SharedRun(record, run, attacked=True, planted=planted)
+
+    @pytest.fixture(scope="module", name="shared_run")
+    def fixture(tmp_path_factory) -> SharedRun:
+        return built_once(tmp_path_factory, f"{task.id}-planted-pickle", build)
 
     return fixture
 

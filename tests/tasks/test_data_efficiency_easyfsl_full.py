@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import yaml
 
-from full_support import (FullTask, assert_attack_reaches_nothing, assert_edits_the_originals_checkout,
-                          assert_fetch_fails_closed, assert_matches_original, assert_other_data_are_not_resumed,
-                          assert_workspace_holds_the_checkout, attack_agent, attack_payload, copy_task, data_root,
-                          fmlbench, needs_bwrap, smoke_project, smoke_run)
+from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
+                          assert_matches_original, assert_other_data_are_not_resumed,
+                          assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
+                          assert_workspace_holds_the_checkout, attack_payload, copy_task, data_root, fmlbench,
+                          needs_bwrap, shared_smoke_attack_run, smoke_project)
 from pytest_fmlbench.datacache.pins import PINS_ENV
 from pytest_fmlbench.taskkit import mini_imagenet
 
@@ -28,13 +29,14 @@ UNPUBLISHED = ("mini-imagenet", "feat-resnet12-mini-imagenet")
 # Runs when train.py imports easyfsl's methods, in every val and test run: it looks for the image archive, the
 # weights, the features computed from them, the harness (which holds the episodes' seeds), the test queries'
 # labels and the cache's stamps, and turns leaked test labels into a perfect score.
-ATTACK_AGENT = attack_agent("easyfsl/methods/prototypical_networks.py", "from torch import Tensor", attack_payload(
+ATTACK = Attack("easyfsl/methods/prototypical_networks.py", "from torch import Tensor", attack_payload(
     cache=("smoke/mini-imagenet/miniimagenet.zip", "smoke/feat-resnet12-mini-imagenet", "smoke/derived",
            "smoke/easy-few-shot-learning/src"),
     harness=("prepare.py",), private=("test_query_labels.npy", "val_query_labels.npy"),
     secrets=("miniimagenet.zip", "feat_resnet12_mini_imagenet.pth", "test_query_labels.npy", "val_query_labels.npy",
              "test.csv", "stamp.json"),
     leaked="test_query_labels.npy", write='numpy.save(_out / "predictions.npy", numpy.load(_leak).reshape(-1))'))
+shared_run = shared_smoke_attack_run(TASK, ATTACK)
 
 
 def test_the_spec_is_the_originals():
@@ -97,10 +99,12 @@ def test_the_episodes_are_the_ones_benchmark_methods_draws(tmp_path, checkout_im
     assert index == 29
 
 
-def test_the_smoke_run_passes_offline_on_easyfsls_files(pytester, bench, data_root):
-    _, run = smoke_run(TASK, pytester, bench, data_root)
+def test_the_smoke_run_passes_offline_on_easyfsls_files(shared_run, tmp_path):
+    data_root = shared_run.data_root
+    _, run = assert_the_smoke_run_passed(TASK, shared_run)
     # the workspace holds the checkout's files (the smoke stand-in's), and train.py ran them on the episodes
-    assert_workspace_holds_the_checkout(None, run, data_root / "smoke" / "easy-few-shot-learning" / "src", (
+    checkout = data_root / "smoke" / "easy-few-shot-learning" / "src"
+    assert_workspace_holds_the_checkout(shared_run.attack, run, checkout, (
         "easyfsl/methods/prototypical_networks.py", "easyfsl/methods/few_shot_classifier.py",
         "scripts/methods_configs.json"))
     assert "val: 4 episodes of 15 queries" in (run / "logs" / "step_0001_val.log").read_text()
@@ -112,13 +116,12 @@ def test_the_smoke_run_passes_offline_on_easyfsls_files(pytester, bench, data_ro
     (derived,) = (data_root / "smoke" / "derived").glob("*.npz")
     with np.load(derived) as saved:
         assert np.array_equal(saved["embeddings"], features)
-    assert_other_data_are_not_resumed(TASK, "mini-imagenet", pytester, bench, data_root)
+    assert_other_data_are_not_resumed(TASK, shared_run, "mini-imagenet", tmp_path)
 
 
 @needs_bwrap
-def test_agent_code_cannot_reach_the_data_cache_or_the_test_episodes(pytester, bench, data_root, write_agent,
-                                                                     monkeypatch):
-    assert_attack_reaches_nothing(TASK, ATTACK_AGENT, pytester, bench, write_agent, monkeypatch, data_root)
+def test_agent_code_cannot_reach_the_data_cache_or_the_test_episodes(shared_run):
+    assert_the_shared_attack_reached_nothing(shared_run)
 
 
 def test_an_unpinned_artefact_is_one_line_before_any_step(pytester, bench, data_root, monkeypatch):
