@@ -155,8 +155,10 @@ def data_lines(suite: Path, root: Path) -> list[Line]:
                               f"fmlbench data fetch -k {task.id}"))
         else:
             ready.append(task.id)
+    without_gpu = [] if gpu.inventory() else [t.id for t in tasks if t.id in ready and t.spec.resources.gpus]
     head = Line("ok" if ready else "no", "full tasks",
-                f"{len(ready)} of {len(tasks)} have their data in {root}" + (f": {', '.join(ready)}" if ready else ""))
+                f"{len(ready)} of {len(tasks)} have their data in {root}" + (f": {', '.join(ready)}" if ready else "")
+                + (f" ({len(without_gpu)} of them need a GPU, which this machine lacks)" if without_gpu else ""))
     if not missing:
         return [head]
     need = sum(a.size or 0 for a in missing.values())

@@ -10,7 +10,6 @@ what is missing. The probe runs ahead of the sandbox's self-check in the same sa
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
