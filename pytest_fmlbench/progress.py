@@ -72,7 +72,7 @@ class LiveFile:
 def gain(state: dict[str, Any]) -> float | None:
     """Signed improvement of the best validation value over the baseline, in normalised units."""
     best = state.get("best_val")
-    if best is None or not state.get("scale"):
+    if best is None or not state.get("scale") or state["baseline_val"] is None:
         return None
     diff = best - state["baseline_val"] if state["direction"] == "higher" else state["baseline_val"] - best
     return diff / state["scale"]

@@ -136,8 +136,9 @@ class RunRecord(BaseModel):
     direction: Literal["higher", "lower"]
     # the scale the metric is scored on (e.g. forget quality as -log10); "none" for older records
     metric_transform: Literal["none", "neg_log10"] = "none"
-    baseline_val: float
-    baseline_test: float
+    # None: the task's baseline is unmeasured (no NI until it is measured)
+    baseline_val: float | None
+    baseline_test: float | None
     norm_best: float
     norm_worst: float | Literal["baseline"]
     steps_used: int = 0

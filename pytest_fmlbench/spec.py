@@ -24,6 +24,7 @@ import hashlib
 import math
 import re
 import string
+from datetime import date
 from fnmatch import fnmatch
 from functools import cached_property
 from pathlib import Path
@@ -41,6 +42,8 @@ PLACEHOLDERS = {"python", "workspace", "harness", "split", "out", "private", "re
 # only the pristine harness sees these: the experiment's sandbox has none of them
 HARNESS_ONLY = {"harness", "private", "result", "data"}
 FULL_FOLDER = "full"
+# beside a full task's task.yaml: the baseline as `fmlbench baseline --measure` measured it (replaces the declared)
+MEASURED_BASELINE_FILE = "baseline_measured.yaml"
 # pristine helpers shared by the tasks: harnesses import them, workspaces receive copies (``kit``)
 TASKKIT = Path(__file__).resolve().with_name("taskkit")
 
@@ -73,26 +76,46 @@ class BaselineTolerance(_Strict):
     test: float = Field(ge=0)
 
 
-class Baseline(_Strict):
+class PaperBaseline(_Strict):
+    """The original FML-bench's published baseline values for the setting a task reproduces."""
+
     val: float
     test: float
+
+
+class Baseline(_Strict):
+    val: float | None = Field(None, description="the baseline's validation value; absent only while unmeasured")
+    test: float | None = Field(None, description="the baseline's test value; absent only while unmeasured")
     tolerance: BaselineTolerance | None = Field(
         None, description="how far the baseline's run may land from these values on a CPU other than the one "
         "that measured them (kernels round differently from one instruction set to the next, and training "
         "amplifies it), measured by scripts/baseline_spread.py; absent: every machine reproduces them exactly")
-    source: Literal["measured", "paper"] = Field(
+    source: Literal["measured", "paper", "unmeasured"] = Field(
         "measured", description="measured: this project's baseline produced these values (on 'hardware' for a "
         "full-profile task); paper: the original FML-bench's published values, declared as a reference and not "
-        "yet reproduced here")
+        "yet reproduced here; unmeasured: no value applies yet (no NI until `fmlbench baseline --measure`)")
     hardware: str | None = Field(None, description="where measured values were measured (full profile)")
+    measured_on: date | None = Field(None, description="the day `fmlbench baseline --measure` measured them")
+    paper: PaperBaseline | None = Field(
+        None, description="the original's published values, shown beside measured ones (a measured baseline "
+        "keeps what task.yaml declared as source: paper here)")
     note: str | None = Field(None, description="where the values come from, said to readers as is")
 
     @model_validator(mode="after")
     def _source_explained(self) -> Baseline:
-        if self.source == "paper" and not self.note:
-            raise ValueError("paper values need a note saying where they come from and that they are not "
-                             "reproduced here")
+        if self.source in ("paper", "unmeasured") and not self.note:
+            raise ValueError(f"{self.source} values need a note saying where they come from and why they are "
+                             "not measured here")
+        if self.source == "unmeasured" and (self.val is not None or self.test is not None):
+            raise ValueError("an unmeasured baseline declares no val or test (they would be scored against)")
+        if self.source != "unmeasured" and (self.val is None or self.test is None):
+            raise ValueError(f"a {self.source} baseline needs val and test")
         return self
+
+    @property
+    def measured(self) -> bool:
+        """Whether values apply (measured or the paper's): an unmeasured baseline has none to score against."""
+        return self.source != "unmeasured"
 
 
 class Normalization(_Strict):
@@ -101,9 +124,10 @@ class Normalization(_Strict):
     best: float
     worst: float | Literal["baseline"]
 
-    def scale(self, baseline_test: float) -> float:
+    def scale(self, baseline_test: float | None) -> float:
+        """The NI range; NaN where it is bounded by a baseline that is unmeasured."""
         worst = baseline_test if self.worst == "baseline" else self.worst
-        return abs(self.best - worst)
+        return math.nan if worst is None else abs(self.best - worst)
 
 
 class Commands(_Strict):
@@ -240,6 +264,28 @@ class AuditLimits(_Strict):
         "range; a run whose test beats its validation by far more flags the run. Default: the baseline's own")
 
 
+class MeasuredBaseline(_Strict):
+    """What `fmlbench baseline --measure` writes: the unchanged baseline's values, where and when."""
+
+    val: float
+    test: float
+    hardware: str = Field(min_length=1, description="the GPUs (or CPU) and driver the run used")
+    measured_on: date
+    steps: int = Field(ge=0, description="the baseline agent's step budget in the measuring run")
+    seed: int = 0
+    run: str | None = Field(None, description="the measuring run's folder, for whoever wants its logs")
+
+    def as_baseline(self, declared: dict) -> dict:
+        """task.yaml's ``baseline`` mapping with these values in force and the paper's kept beside them."""
+        paper = declared.get("paper")
+        if declared.get("source") == "paper":
+            paper = {"val": declared.get("val"), "test": declared.get("test")}
+        return {"val": self.val, "test": self.test, "source": "measured", "hardware": self.hardware,
+                "measured_on": self.measured_on, "paper": paper,
+                "note": f"measured by `fmlbench baseline --measure` on {self.measured_on} ({self.hardware}); "
+                        f"task.yaml declared: {declared.get('note') or declared.get('source', 'measured')}"}
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     version: int = 1
@@ -336,7 +382,11 @@ class TaskSpec(_Strict):
         if baseline is None:
             return value
         test = baseline.test
-        if metric is not None and metric.transform == "neg_log10":
+        if test is None:
+            if value.worst == "baseline":
+                raise ValueError("normalization.worst: baseline needs a baseline test value (this one is unmeasured)")
+            test = value.worst
+        elif metric is not None and metric.transform == "neg_log10":
             if test <= 0:
                 raise ValueError("baseline.test must be > 0 for metric.transform neg_log10")
             test = -math.log10(test)
@@ -400,6 +450,15 @@ def _first_error(exc: ValidationError) -> str:
     return f"field '{field}': {msg}{more}"
 
 
+def _measured_baseline(path: Path) -> MeasuredBaseline:
+    try:
+        return MeasuredBaseline.model_validate(yaml.safe_load(path.read_text()))
+    except yaml.YAMLError as exc:
+        raise TaskSpecError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    except ValidationError as exc:
+        raise TaskSpecError(f"{path}: {_first_error(exc)}") from None
+
+
 def load_task(task_yaml: Path) -> Task:
     """Parse and validate one task.yaml; raise TaskSpecError with a one-line reason."""
     where = str(task_yaml)
@@ -411,11 +470,14 @@ def load_task(task_yaml: Path) -> Task:
         raise TaskSpecError(f"{where}:{line} invalid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(raw, dict):
         raise TaskSpecError(f"{where}: expected a mapping of fields, got {type(raw).__name__}")
+    root = task_yaml.parent
+    measured = root / MEASURED_BASELINE_FILE
+    if raw.get("profile") == "full" and measured.is_file():
+        raw["baseline"] = _measured_baseline(measured).as_baseline(raw.get("baseline") or {})
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
         raise TaskSpecError(f"{where}: {_first_error(exc)}") from None
-    root = task_yaml.parent
     expected = f"{root.parent.name}_full" if spec.profile == "full" else root.name
     if spec.profile == "full" and root.name != FULL_FOLDER:
         raise TaskSpecError(f"{where}: a full-profile task lives in a folder named {FULL_FOLDER!r} inside its small "

@@ -113,8 +113,11 @@ def best_so_far_figure(task: str, runs: list[RunView]) -> go.Figure:
                 hovertemplate="step %{x}: failed<br>%{customdata}<extra></extra>"), row=2, col=1)
     baseline = record.baseline_val
     span, on_axis = value_range(values, baseline)
-    label = f"baseline {baseline:.6g}"
-    if on_axis:
+    label = "baseline unmeasured" if baseline is None else f"baseline {baseline:.6g}"
+    if baseline is None:
+        fig.add_annotation(text=label, xref="x domain", yref="y domain", x=0, y=1, xanchor="left", yanchor="top",
+                           showarrow=False, font=dict(color="gray"))
+    elif on_axis:
         fig.add_hline(y=baseline, line_dash="dash", line_color="gray", annotation_text=label,
                       annotation_position="top left", row=1, col=1)
     else:

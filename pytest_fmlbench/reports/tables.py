@@ -20,6 +20,7 @@ from rich.console import Console
 from ..scoring.aggregate import AUTO, Scores
 from ..scoring.aup import aup_table
 from ..scoring.groups import SMOKE_NOTE, RunGroup
+from ..scoring.original import paper_baseline_test
 from ..scoring.metrics import EXPLORATION, PROCESS_COLUMNS
 from ..safe_text import printable
 from .runs import as_scores
@@ -69,6 +70,12 @@ def ni_cell(value: float, sem: float, smoke: bool) -> str:
     return "-" if smoke else fmt(value, sem)
 
 
+def _paper_values(tasks) -> dict[str, float]:
+    """The original's published baseline test value per full-profile task, shown beside ours (which is
+    measured here, the paper's copied, or unmeasured: the note says); empty where no task has one."""
+    return {task: value for task in tasks if (value := paper_baseline_test(str(task))) is not None}
+
+
 def _arrow(direction: str) -> str:
     return "↑" if direction == "higher" else "↓"
 
@@ -89,12 +96,14 @@ def agent_tables(scores: Scores, title: str, smoke: bool = False) -> list:
     raw.add_column("Task", no_wrap=True)
     raw.add_column("Metric", overflow="fold")
     raw.add_column("Dir")
-    for col in ("Baseline test", "Agent test", "Seeds"):
+    paper = _paper_values(tasks.index)
+    for col in ("Baseline test", *(["Paper baseline"] if paper else []), "Agent test", "Seeds"):
         raw.add_column(col, justify="right", no_wrap=True)
     raw.add_column("Note", overflow="fold")
     for task, row in tasks.iterrows():
         metric = row["metric"] + (" (-log10)" if row["transform"] == "neg_log10" else "")
         raw.add_row(task, metric, _arrow(row["direction"]), fmt(row["baseline_test"]),
+                    *([fmt(paper.get(task))] if paper else []),
                     fmt(row["raw_test"], row["raw_test_sem"]), str(row["seeds"]),
                     wrapped(row["note"]))
 
@@ -147,11 +156,15 @@ def side_by_side(scores: Scores) -> list:
     raw.add_column("Task", no_wrap=True)
     raw.add_column("Dir")
     raw.add_column("Baseline", justify="right")
+    paper = _paper_values(tasks)
+    if paper:
+        raw.add_column("Paper baseline", justify="right")
     for name, _ in groups:
         raw.add_column(name, justify="right", no_wrap=True)
     for task in tasks:
         cells = [_cell(per_task[name], task, "raw_test") for name, _ in groups]
-        raw.add_row(task, _arrow(first.loc[task, "direction"]), fmt(first.loc[task, "baseline_test"]), *cells)
+        raw.add_row(task, _arrow(first.loc[task, "direction"]), fmt(first.loc[task, "baseline_test"]),
+                    *([fmt(paper.get(task))] if paper else []), *cells)
 
     norm = LiteralTable(title="Normalized Improvement (test)", title_justify="left")
     norm.add_column("Task", no_wrap=True)

@@ -14,7 +14,8 @@ task is its best seed (MLGym's AUP@K).
 
 Beyond MLGym: each run group (:mod:`.groups`: one identity but the seed) is a solver, named by its label;
 a smoke group is no solver (its runs check the code path on fixture data, against no declared baseline): it
-keeps a row with no AUP, and its values move no other solver's ratios. A zero best score on a lower-is-better task (or a zero score on a higher-is-better one)
+keeps a row with no AUP, and its values move no other solver's ratios. A task whose baseline is unmeasured
+is no problem of the profiles (nothing says which scores are feasible) and is not counted in ``tasks``. A zero best score on a lower-is-better task (or a zero score on a higher-is-better one)
 gives an infinite ratio to the others, which is never within any tau, instead of dividing by zero.
 """
 
@@ -107,6 +108,8 @@ def aup_table(scores: Scores) -> pd.DataFrame:
     runs = scores.runs[~scores.runs["group"].isin(smoke)]
     solvers = [*groups, BASELINE]
     problems: dict[str, list[Problem]] = {"best_attempt": [], "final": []}
+    # a task whose baseline is unmeasured has no feasibility bar: it is left out, and 'tasks' counts the rest
+    runs = runs[runs["baseline_test"].notna() & runs["baseline_val"].notna()]
     for task, frame in runs.groupby("task", sort=True):
         direction = frame["direction"].iloc[0]
         for name, agent_col, base_col in (("best_attempt", "best_val", "baseline_val"),

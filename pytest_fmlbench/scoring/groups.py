@@ -28,6 +28,8 @@ import pandas as pd
 
 SMOKE = "smoke"
 SMOKE_NOTE = "smoke: a check of the code path, not a result"
+# a task whose baseline is not measured yet: raw values stand, NI and AUP have nothing to be relative to
+UNMEASURED_NOTE = "baseline unmeasured: no NI (fmlbench baseline --measure)"
 # the identity's columns in Scores.runs, in the order a title names them
 GROUP_COLUMNS = ("agent", "model", "provider", "steps_budget", "options", "sandbox", "agent_process", "scale")
 # an options text longer than this is cut, with a digest that keeps two such groups apart

@@ -264,3 +264,14 @@ def find_runs(root: Path, fmlbench_root: Path | None = None, specs: dict[str, Ta
         if run is not None:
             runs.append(run)
     return runs
+
+
+def paper_baseline_test(task_id: str) -> float | None:
+    """The original's published baseline test value beside one of our full-profile tasks (id ``<original>_full``,
+    or a twin's ``<original>_<variant>_full``); None for any other id (a small task's is a stand-in's)."""
+    if not task_id.endswith("_full"):
+        return None
+    stem = task_id.removesuffix("_full")
+    by_id = {name.lower(): facts for name, facts in builtin_tasks().items()}
+    names = [name for name in by_id if stem == name or stem.startswith(name + "_")]
+    return by_id[max(names, key=len)].baseline_test if names else None

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..record import RunRecord, RunStore, StepRecord
 from ..safe_text import printable
-from .groups import SMOKE, SMOKE_NOTE, RunGroup, identity_of
+from .groups import SMOKE, SMOKE_NOTE, UNMEASURED_NOTE, RunGroup, identity_of
 
 BASELINE_SNAPSHOT = "snapshots/baseline.json"
 
@@ -120,6 +120,8 @@ def test_reason(record: RunRecord) -> str:
 def labels(record: RunRecord) -> list[str]:
     """Our outcomes the original does not have, each visible in the note column."""
     out = [SMOKE_NOTE] if record.scale == SMOKE else []
+    if record.baseline_test is None and record.scale != SMOKE:
+        out.append(UNMEASURED_NOTE)
     if record.status == "stopped":
         out.append(f"stopped by budget ({record.stop_reason})" if record.stop_reason else "stopped by budget")
     if record.status == "finished" and record.end_reason:

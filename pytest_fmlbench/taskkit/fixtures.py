@@ -18,6 +18,7 @@ import numpy as np
 from .mnist import write_fixture as mnist_npz  # noqa: F401  (Keras's mnist.npz)
 from .svhn import write_fixture as svhn_test_mat  # noqa: F401  (SVHN's test_32x32.mat)
 from .officehome import write_fixture as office_home_zip  # noqa: F401  (OfficeHomeDataset_10072016.zip)
+from .officehome import write_dg_fixture as office_home_dg_zip  # noqa: F401  (Dassl's office_home_dg.zip)
 from .checkpoint import write_fixture as torch_checkpoint  # noqa: F401  (a .pth state dict: published weights)
 from .adult import write_fixture as adult_arff  # noqa: F401  (OpenML's adult.arff, data set 1590)
 from .compas import write_fixture as compas_csv  # noqa: F401  (ProPublica's compas-scores-two-years.csv)
