@@ -429,7 +429,7 @@ class _Search:
         line = branch.line
         parts = ["You are an autonomous ML researcher. Your goal is to propose the next experimental idea to "
                  "improve the ML algorithm.\n",
-                 "## Task Description\n" + task_context(self.s),
+                 "## Task Description\n" + task_context(self.s, self.o),
                  "\n## Baseline Results\n" + metric_line(self.s, self.s.task.baseline.val, "Baseline")]
         if line.metric is not None:
             parts.append("\n## Current Best Metric (this branch)\n" + metric_line(self.s, line.metric, "Branch Best"))

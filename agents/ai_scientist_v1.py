@@ -3,8 +3,14 @@ AI-Scientist as FML-bench ports it.
 
 Ideas: ``num_ideas`` JSON ideas (name, title, experiment, interestingness, feasibility, novelty), each
 refined over up to ``num_reflections`` rounds of one conversation ("I am done" ends them early); no
-literature search (when no conversation gives JSON, the last reply becomes a free-form idea, where the
-port would crash). Experiments: the ideas are taken in turn; each starts from the task's baseline code
+literature search. As the port: the first idea prompt shows the task text and the editable files'
+contents run together in ``<experiment.py>`` tags (``idea_code=named``: each file under its name); when
+fewer than ``num_ideas`` ideas come out of the ``2 * num_ideas`` conversations allowed, the run ends
+before its first step (``too_few_ideas=continue`` goes on with those there are and, when no
+conversation gave JSON, makes a free-form idea of the last reply). The conversations' persona is the
+original's prompt.json ``system`` line when ``port_task_text`` gives it, else a line of ours made from
+the task's domain (the original keeps one per task, which cannot ship here).
+Experiments: the ideas are taken in turn; each starts from the task's baseline code
 and gets up to ``max_runs`` successful runs. Each run is one editor call (the run's instruction and the
 current files, plus the notes file the model keeps for its write-up) and one validation run. A failed
 run is retried from its failing code, with the error tail, up to ``max_retries_per_run`` attempts; when
@@ -21,11 +27,11 @@ An exception while an idea's experiments run ends that idea, and the next one st
 the run ends as an error).
 
 Instructions, as the port's: the first run's names the idea, the runs allowed, the baseline result and
-the read-only files (the task's protected ones; the port's come from its config), warning that changes
-to them are reverted; each next run's reports the last result, asks for notes on it and offers
-ALL_COMPLETED. Where this differs from the port otherwise: the notes file is not checked as Python (the
-port's editor drops most edits of it), and when no idea conversation gives JSON the last reply becomes a
-free-form idea (the port crashes); with no idea at all the run is stopped.
+the read-only files, warning that changes to them are reverted; each next run's reports the last result,
+asks for notes on it and offers ALL_COMPLETED. The read-only list is the port's ``[]`` (it reads a config
+key no task of the original sets; ``read_only_files=protected`` lists the task's protected files; either
+way the harness refuses changes to them). Where this differs from the port otherwise: the notes file is
+not checked as Python (the port's editor drops most edits of it); with no idea at all the run is stopped.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from pytest_fmlbench.agentkit.editing import (
 )
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
-from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
+from pytest_fmlbench.agentkit.port_task_text import port_prompt
+from pytest_fmlbench.agentkit.scientist_ideas import CodeView, Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.editor import Edit, EditResult, SearchReplace, WholeFile
 from pytest_fmlbench.session import RunStopped, Session
 
@@ -62,6 +69,16 @@ class AIScientistV1Options(EditorOptions, LoopErrorOptions):
     max_output_tokens: int | None = Field(
         DEFAULT_MAX_OUTPUT_TOKENS, ge=16, description="reply length limit of the editor calls; none = no limit, as "
         "the port's editor (Anthropic: the model's maximum); idea calls: at most 8192")
+    read_only_files: Literal["port", "protected"] = Field(
+        "port", description="the read-only files the run instructions list: 'port' = [] as the port's (it reads "
+        "them from a config key no task of the original sets); 'protected' = the task's protected files")
+    too_few_ideas: Literal["stop", "continue"] = Field(
+        "stop", description="idea_generation=upfront, fewer than num_ideas ideas generated: 'stop' ends the run "
+        "before any step, as the port (its generate_ideas asserts the count); 'continue' experiments with those "
+        "there are (with none, a free-form idea made from the last reply)")
+    idea_code: CodeView = Field(
+        "port", description="the code the first idea prompt shows: 'port' = the editable files' contents run "
+        "together in <experiment.py> tags, as the port; 'named' = each file under its name")
 
 
 class AIScientistV1Agent(Agent):
@@ -83,12 +100,16 @@ class _Scientist:
     def __init__(self, session: Session, options: AIScientistV1Options):
         self.s = session
         self.o = options
+        original = port_prompt(session.task, options.port_task_text)
+        # the port's persona is its prompt.json's system line, one per task; ours is made from the domain
+        persona = original.system if original is not None else idea_system_prompt(session.task.domain)
         self.generator = IdeaGenerator(
-            session, system=idea_system_prompt(session.task.domain), num_reflections=options.num_reflections,
+            session, system=persona, num_reflections=options.num_reflections,
             temperature=options.idea_temperature, max_output_tokens=port_llm_limit(options.max_output_tokens),
-            max_attempts=2 * options.num_ideas)
+            max_attempts=2 * options.num_ideas, code_view=options.idea_code, options=options)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
-                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor,
+                                 options=options)
         self.total_iter = 0
         self.notes_path = self._notes_name()
 
@@ -102,6 +123,11 @@ class _Scientist:
     def run(self) -> None:
         if self.o.idea_generation == "upfront":
             self.generator.generate(self.o.num_ideas)
+            made = len(self.generator.ideas)
+            if made < self.o.num_ideas and self.o.too_few_ideas == "stop":
+                raise RunStopped(f"ai-scientist-v1: {made} of num_ideas={self.o.num_ideas} ideas from "
+                                 f"{self.generator.attempts} idea conversation(s); the port ends the run here "
+                                 "(too_few_ideas=continue experiments with those there are)")
             self.generator.fallback_idea()
         index = 0
         while self.s.steps_left > 0 and self.total_iter < self.o.max_iter:
@@ -214,10 +240,11 @@ class _Scientist:
 
     def run_prompt(self, idea: Idea, current_run: int, last_metric: float | None) -> str:
         task = self.s.task
-        # the port names the read-only files (its config's; here the task's protected ones) and warns that
-        # a change to them is reverted, in both instructions; the editable files are what the editor shows
+        # the port names the read-only files and warns that a change to them is reverted, in both
+        # instructions; its list comes from a config key no task of the original sets, so it shows []
+        listed = list(task.protected) if self.o.read_only_files == "protected" else []
         read_only = (f"YOUR CHANGE MUST NOT TOUCH THE READ-ONLY FILES: CHANGING THEM GETS YOU FIRED.\n"
-                     f"The read-only files: {list(task.protected)}.\n"
+                     f"The read-only files: {listed}.\n"
                      "ANY CHANGE TO A READ-ONLY FILE IS REVERTED AT ONCE ANYWAY.\n")
         if current_run == 1:
             return (

@@ -49,6 +49,7 @@ from pytest_fmlbench.agentkit.editing import (
     DEFAULT_MAX_OUTPUT_TOKENS, PORT_LLM_SEED, CodeEditor, EditorOptions, complete_or, port_llm_limit, metric_line, port_value, restore, run_error,
 )
 from pytest_fmlbench.agentkit.loop import LoopErrorOptions, caught_in_loop
+from pytest_fmlbench.agentkit.port_task_text import port_prompt
 from pytest_fmlbench.agentkit.scientist_ideas import Idea, IdeaGenerator, idea_system_prompt
 from pytest_fmlbench.llm.errors import LLMCallError
 from pytest_fmlbench.session import Session
@@ -197,7 +198,8 @@ class _TreeSearch:
         self.o = options
         self.budgets = stage_budgets(session.steps_total, options.stage_budgets)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
-                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor,
+                                 options=options)
         self.feedback_tokens = port_llm_limit(options.max_output_tokens)
         self.ideas: list[Idea] = []
         self.drafts_bound = 0
@@ -216,9 +218,11 @@ class _TreeSearch:
     # -- the four stages ----------------------------------------------------------------------------
     def run(self) -> None:
         if self.o.generate_ideas:
+            original = port_prompt(self.s.task, self.o.port_task_text)
+            persona = original.system if original is not None else idea_system_prompt(self.s.task.domain)
             generator = IdeaGenerator(
-                self.s, system=idea_system_prompt(self.s.task.domain), num_reflections=self.o.num_reflections,
-                temperature=0.75, max_output_tokens=self.feedback_tokens, max_attempts=2 * self.o.num_drafts)
+                self.s, system=persona, num_reflections=self.o.num_reflections, temperature=0.75,
+                max_output_tokens=self.feedback_tokens, max_attempts=2 * self.o.num_drafts, options=self.o)
             self.ideas = generator.generate(self.o.num_drafts)
         # the port's `except Exception` around its stage loop: the run goes on to the final test
         with caught_in_loop(self.s, self.o.loop_error, "ai-scientist-v2 stage loop"):
@@ -443,7 +447,7 @@ class _TreeSearch:
         prompt = (
             "You wrote code for a research experiment and it was run; now judge the output of that run. "
             "Analyse it, decide whether there were bugs, and summarise the findings.\n\n"
-            f"## Task\n{task_context(self.s)}\n\n## Plan\n{node.plan[:500]}\n\n"
+            f"## Task\n{task_context(self.s, self.o)}\n\n## Plan\n{node.plan[:500]}\n\n"
             f"## Execution result\nSuccess: {not node.buggy}\nPrimary metric ({task.metric.key}): {value}\n"
         )
         if node.error:

@@ -175,7 +175,8 @@ class _PortSearch(_Tree):
     def __init__(self, session: Session, options: AideOptions):
         super().__init__(session, options)
         self.editor = CodeEditor(session, temperature=options.edit_temperature,
-                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor,
+                                 options=options)
 
     def buggy(self, node: StepRecord) -> bool:
         return not node.success or node.metric is None
@@ -240,7 +241,7 @@ class _PortSearch(_Tree):
     def analyse(self, node: StepRecord) -> str:
         error = tail(run_error(node), self.o.max_stderr_output)
         prompt = (f"{ANALYSIS_INTRO}\n\n"
-                  f"## Task\n{task_context(self.s)}\n\n"
+                  f"## Task\n{task_context(self.s, self.o)}\n\n"
                   f"## Plan\n{node.plan[:500]}\n\n"
                   f"## Execution Result\nSuccess: {node.success}\n"
                   f"Primary Metric ({self.s.task.metric.key}): {node.metric}\n")

@@ -181,7 +181,8 @@ class _Search:
         self.o = options
         self.tree = Tree(session.task.metric.direction, options.uct_c)
         self.editor = CodeEditor(session, temperature=options.edit_temperature,
-                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor,
+                                 options=options)
 
     def run(self) -> None:
         while self.s.steps_left > 0:
@@ -304,7 +305,7 @@ class _Search:
 
     # -- analysis (no step) ---------------------------------------------------------------------
     def analyse(self, node: Node) -> str:
-        prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{task_context(self.s)}\n\n"
+        prompt = (f"Analyse these ML experiment results briefly.\n\n## Task\n{task_context(self.s, self.o)}\n\n"
                   f"Action: {node.action}\nPlan: {node.plan[:300]}\n"
                   f"{metric_line(self.s, node.metric, 'Execution result')}\n"
                   f"Success: {not node.buggy}\nError: {node.error[:300]}\n\n"

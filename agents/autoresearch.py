@@ -116,7 +116,8 @@ class Climber:
         self.s = session
         self.o = options
         self.editor = CodeEditor(session, temperature=options.edit_temperature,
-                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor,
+                                 options=options)
 
     # -- the step -------------------------------------------------------------------------------
     def step(self, line: Line, idea_prompt, *, action: str, extra: dict[str, Any] | None = None,
@@ -195,7 +196,7 @@ class Climber:
     def idea_prompt(self, line: Line) -> tuple[str, str]:
         parts = ["You are an autonomous ML researcher. Your goal is to propose the next experimental idea to "
                  "improve the ML algorithm.\n",
-                 "## Task Description\n" + task_context(self.s),
+                 "## Task Description\n" + task_context(self.s, self.o),
                  "\n## Baseline Results\n" + metric_line(self.s, self.s.task.baseline.val, "Baseline")]
         if line.metric is not None:
             parts.append("\n## Current Best Metric\n" + metric_line(self.s, line.metric, "Current Best"))

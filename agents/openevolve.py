@@ -105,7 +105,8 @@ class _Evolution:
         settings = Settings(**{name: getattr(options, name) for name in Settings.__dataclass_fields__})
         self.pop = Population(settings, session.task.metric.direction, session.rng)
         self.editor = CodeEditor(session, temperature=options.code_temperature,
-                                 max_output_tokens=options.max_output_tokens, mode=options.editor)
+                                 max_output_tokens=options.max_output_tokens, mode=options.editor,
+                                 options=options)
 
     def seed(self) -> dict:
         """Every island starts with the baseline program, at one value: measured (the port's) or declared."""
@@ -209,7 +210,7 @@ class _Evolution:
     def analyse(self, child: Program) -> str:
         task = self.s.task
         value = port_value(child.metric)
-        prompt = (f"Briefly analyse this ML experiment result.\n\n## Task\n{task_context(self.s)[:500]}\n\n"
+        prompt = (f"Briefly analyse this ML experiment result.\n\n## Task\n{task_context(self.s, self.o)[:500]}\n\n"
                   f"## Execution result\nSuccess: {not child.buggy}\nPrimary metric ({task.metric.key}): {value}\n\n")
         if child.error:
             prompt += f"Error output:\n```\n{child.error[:500]}\n```\n\n"

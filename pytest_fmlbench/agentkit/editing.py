@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..editor import Edit, EditResult, WholeFile, apply_each
 from ..llm.backends import LENGTH_LIMIT_REASONS
@@ -34,6 +34,7 @@ from ..llm.sampling import PORT_SEED
 from ..record import StepRecord
 from ..session import Session
 from .base import AgentOptions
+from .port_task_text import PortPrompt, load_port_prompts, port_prompt
 from .prompting import (
     parse_port_reply, parse_reply, render_files, render_port_file, reply_format, tail, uses_search_replace,
 )
@@ -81,6 +82,13 @@ class EditorOptions(AgentOptions):
         "port", description="the shared editor: 'port' = FML-bench's (each file or SEARCH/REPLACE block on its "
         "own, bad ones skipped, first match replaced, blocklisted calls refused, no plan asked); 'strict' = all "
         "or nothing, each SEARCH matching once, no blocklist, a plan first")
+    port_task_text: dict[str, PortPrompt] | None = Field(
+        None, description="PATH of the original FML-bench's checkout (or its ml_tasks folder): on full-profile tasks "
+        "the prompts show the original's prompt.json task_description instead of ours (AI Scientist v1's idea "
+        "persona: its system line); none (the default) = our description and constraints, which describe the "
+        "task as this harness runs it")
+
+    _load_port_task_text = field_validator("port_task_text", mode="before")(load_port_prompts)
 
 
 def port_value(value: float | None, missing: str = "None") -> str:
@@ -94,7 +102,12 @@ def metric_line(session: Session, value: float | None, label: str = "Metric") ->
     return f"{label}: {metric.key} = {port_value(value, 'N/A')} ({metric.direction} is better)"
 
 
-def task_context(session: Session) -> str:
+def task_context(session: Session, options: AgentOptions | None = None) -> str:
+    """The task every prompt shows: ours (the description and the constraints), or the original's
+    prompt.json task_description when the agent's options give it for this task (``port_task_text``)."""
+    original = port_prompt(session.task, getattr(options, "port_task_text", None))
+    if original is not None:
+        return original.task_description
     spec = session.task
     parts = [spec.description.strip()]
     if spec.constraints:
@@ -135,11 +148,13 @@ class EditReply:
 
 class CodeEditor:
     def __init__(self, session: Session, *, temperature: float | None = None,
-                 max_output_tokens: int | None = DEFAULT_MAX_OUTPUT_TOKENS, mode: EditorMode = "port"):
+                 max_output_tokens: int | None = DEFAULT_MAX_OUTPUT_TOKENS, mode: EditorMode = "port",
+                 options: AgentOptions | None = None):
         self.session = session
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
         self.mode = mode
+        self.options = options  # the agent's: which task text the prompt shows (``task_context``)
 
     # -- the prompt -----------------------------------------------------------------------------
     def messages(self, instruction: str, files: dict[str, str], error_context: str = "") -> list[dict[str, str]]:
@@ -152,7 +167,7 @@ class CodeEditor:
         metric = self.session.task.metric
         small = {p: c for p, c in files.items() if not uses_search_replace(c)}
         large = {p: c for p, c in files.items() if uses_search_replace(c)}
-        parts = ["## Task context\n" + task_context(self.session),
+        parts = ["## Task context\n" + task_context(self.session, self.options),
                  f"## Optimisation target\nMetric: {metric.key} ({metric.direction} is better)"]
         if small:
             parts.append("## Files to change (reply with each changed file complete)")
@@ -168,7 +183,7 @@ class CodeEditor:
     def _strict_messages(self, instruction: str, files: dict[str, str], error_context: str) -> list[dict[str, str]]:
         metric = self.session.task.metric
         parts = [
-            "## Task\n" + task_context(self.session),
+            "## Task\n" + task_context(self.session, self.options),
             f"## Optimisation target\nMetric: {metric.key} ({metric.direction} is better)",
             "## Files you may change\n" + render_files(files),
         ]

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..llm.errors import LLMCallError
 from ..session import Session
+from .base import AgentOptions
 from .editing import PORT_LLM_SEED, task_context
 from .prompting import extract_json, render_files
 
 DONE_MARKER = "I am done"
+# how the first prompt shows the code: 'port' = the files' contents run together in <experiment.py> tags,
+# as the port's generate_ideas; 'named' = each file under its name (render_files)
+CodeView = Literal["port", "named"]
 _RATINGS = ("Interestingness", "Feasibility", "Novelty")
 
 
@@ -48,10 +52,11 @@ class Idea:
         return out
 
 
-def first_prompt(task_text: str, code: str, previous: list[str], num_reflections: int) -> str:
+def first_prompt(task_text: str, code: str, previous: list[str], num_reflections: int, *, tag: str = "code",
+                 gap: str = "\n\n") -> str:
     shown = "\n\n".join(previous)
     return (
-        f"{task_text}\n\n<code>\n{code}\n</code>\n\n"
+        f"{task_text}{gap}<{tag}>\n{code}\n</{tag}>\n\n"
         f"Ideas you have already generated:\n\n'''\n{shown}\n'''\n\n"
         "Propose the next impactful, creative idea for research experiments you can carry out with the code "
         "above. You have no access to extra resources or datasets. The idea should not overfit this training "
@@ -97,8 +102,11 @@ class IdeaGenerator:
     """Generates ideas one conversation at a time; the archive of earlier ideas grows with each."""
 
     def __init__(self, session: Session, *, system: str, num_reflections: int, temperature: float | None,
-                 max_output_tokens: int, max_attempts: int):
+                 max_output_tokens: int, max_attempts: int, code_view: CodeView = "named",
+                 options: AgentOptions | None = None):
         self.s = session
+        self.code_view = code_view
+        self.options = options  # the agent's: which task text the first prompt shows (``task_context``)
         self.system = system
         self.num_reflections = num_reflections
         self.temperature = temperature
@@ -124,14 +132,20 @@ class IdeaGenerator:
     def next_idea(self) -> Idea | None:
         """One more idea, trying new conversations until one parses or the attempts run out."""
         # the task as every other prompt shows it: the port reads one task description for all of them
-        task_text = task_context(self.s)
-        code = render_files(self.s.baseline_files)
+        task_text = task_context(self.s, self.options)
+        if self.code_view == "port":
+            # the port's generate_ideas: the editable files' contents one after another, without their names,
+            # in <experiment.py> tags right under the task description (generate_ideas.py 28-32, 107-110)
+            code = "".join(self.s.baseline_files.values())
+            first = first_prompt(task_text, code, self._archive, self.num_reflections, tag="experiment.py", gap="\n")
+        else:
+            first = first_prompt(task_text, render_files(self.s.baseline_files), self._archive, self.num_reflections)
         while not self.exhausted:
             self.attempts += 1
             history: list[dict[str, str]] = []
             rounds, converged, thoughts = 1, False, []
             try:
-                text = self._ask(history, first_prompt(task_text, code, self._archive, self.num_reflections), "idea")
+                text = self._ask(history, first, "idea")
                 idea_json = extract_json(text)
                 for j in range(self.num_reflections - 1):
                     if idea_json is None:

@@ -200,10 +200,11 @@ def test_failed_idea_conversations_are_dropped_and_a_free_form_idea_is_the_last_
     run = run_v1(steps=1, num_ideas=2, num_reflections=1, max_runs=1)
     assert [i["name"] for i in run.steps[0].extra["ideas"]] == ["idea_2", "idea_3"]
 
-    # no conversation gives JSON (the port crashes): the last reply becomes a free-form idea, marked so
+    # no conversation gives JSON (the port crashes): with too_few_ideas=continue the last reply becomes a
+    # free-form idea, marked so
     silent = ToyScientist(bad_json={1, 2, 3, 4})
     fake_llm.responder = silent
-    free = run_v1(steps=2, num_ideas=2, num_reflections=1, max_runs=2)
+    free = run_v1(steps=2, num_ideas=2, num_reflections=1, max_runs=2, too_few_ideas="continue")
     assert free.record.status == "finished" and free.record.steps_used == 2 and silent.asked["idea"] == 4
     idea = free.steps[0].extra["idea"]
     assert (idea["name"], idea["parsed"]) == ("unparsed_idea", False)
@@ -212,9 +213,39 @@ def test_failed_idea_conversations_are_dropped_and_a_free_form_idea_is_the_last_
     assert "The proposed experiment: THOUGHT:\nI cannot think of anything." in last_user(first_prompt)
 
     fake_llm.responder = lambda seen: Say("")
-    empty = run_v1(steps=2, num_ideas=1, num_reflections=1, max_runs=1)
+    empty = run_v1(steps=2, num_ideas=1, num_reflections=1, max_runs=1, too_few_ideas="continue")
     assert empty.record.status == "stopped" and empty.record.steps_used == 0
     assert "none of 2 idea conversation(s) gave an idea" in empty.record.stop_reason
+
+
+def test_fewer_ideas_than_asked_for_end_the_run_before_its_first_step_as_the_ports(run_v1, fake_llm):
+    """The port's generate_ideas asserts it made num_generations ideas (generate_ideas.py 187); the agent
+    turns the AssertionError into "Error during idea generation" and the run ends (theaiscientist.py 467-468)."""
+    fake_llm.responder = model = ToyScientist(bad_json={2, 3, 4})
+    run = run_v1(steps=3, num_ideas=2, num_reflections=1, max_runs=1)
+    assert run.record.status == "stopped" and run.record.steps_used == 0
+    assert model.asked["idea"] == 4  # 2 * num_ideas conversations, as the port's max_attempts
+    assert "1 of num_ideas=2 ideas from 4 idea conversation(s)" in run.record.stop_reason
+
+
+def test_the_instructions_list_the_ports_read_only_files_and_the_idea_prompt_its_code(run_v1, fake_llm):
+    fake_llm.responder = ToyScientist()
+    run_v1(steps=1, num_ideas=1, num_reflections=1, max_runs=1)
+    run1 = next(r for r in fake_llm.completions if kind_of(r) == "run1")
+    # theaiscientist.py 629: {self.read_only_files}, from a benchmark-config key no task sets: []
+    assert "The read-only files: [].\n" in last_user(run1)
+    # generate_ideas.py 28-32, 107-110: the description, then the files' contents run together, no names
+    idea = next(r for r in fake_llm.completions if kind_of(r) == "idea")
+    code = "".join((TOY / "workspace" / name).read_text() for name in ("algorithm.py", "config.json", "split_config.json"))
+    assert f"\n<experiment.py>\n{code}\n</experiment.py>\n\n" in last_user(idea)
+
+    fake_llm.responder = ToyScientist()
+    fake_llm.requests.clear()
+    run_v1(steps=1, num_ideas=1, num_reflections=1, max_runs=1, read_only_files="protected", idea_code="named")
+    run1 = next(r for r in fake_llm.completions if kind_of(r) == "run1")
+    assert "The read-only files: ['train.py'" in last_user(run1)
+    idea = next(r for r in fake_llm.completions if kind_of(r) == "idea")
+    assert "<experiment.py>" not in last_user(idea) and "algorithm.py" in last_user(idea)
 
 
 def test_a_reply_without_code_still_runs_and_costs_its_step(run_v1, fake_llm):
