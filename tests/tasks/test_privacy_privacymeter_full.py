@@ -1,5 +1,5 @@
-"""privacy_privacymeter_full: FML-bench's Privacy_privacymeter spec and protocol, privacy meter's RMIA, the
-exported model loaded without running its code, the smoke run offline, the hidden membership out of agent
+"""privacy_privacymeter_full: FML-bench's Privacy_privacymeter spec and protocol (four targets, the original's
+val/test split of them and its summary), privacy meter's RMIA, the exported model loaded without running its code, the smoke run offline, the hidden membership out of agent
 code's reach, one-line preflight, and its fetch failing closed."""
 
 import importlib
@@ -44,6 +44,23 @@ def test_the_spec_is_the_originals():
     protocol = TASK.harness_module("protocol")
     assert protocol.TRAIN_CONFIG == workspace_driver().TRAIN_CONFIG == ORIGINAL_TRAIN
     assert TASK.harness_module("evaluate").LIMITS == {"val": (0.0, 0.0, 0.610), "test": (0.02, 0.005, 0.600)}
+    # run.num_experiments 4, split by postprocess.py's RandomState(42) shuffle: the first 30% val
+    assert protocol.TARGETS == workspace_driver().TARGETS == 4
+    assert protocol.audited_targets("val") == (1,) and protocol.audited_targets("test") == (0, 2, 3)
+
+
+def test_a_split_is_summarised_as_the_original_summarises_it():
+    """postprocess.py on the original's baseline run (baseline_results/test_info.json): the gap of the three test
+    targets' mean AUC is the published test value, and the floor holds for the four targets' mean accuracy
+    although one target alone is under it."""
+    evaluate = TASK.harness_module("evaluate")
+    attacks = [{"AUC": 0.5 + gap, "TPR@0.1%FPR": 0.0, "TPR@0.0%FPR": 0.0} for gap in (0.3203, 0.3180, 0.3258)]
+    accuracies = [0.61992, 0.60168, 0.6138, 0.62032]
+    means = evaluate.split_means(attacks, accuracies)
+    assert means["AUC_gap_mean"] == pytest.approx(SPEC.baseline.test) and means["test_acc_mean"] == pytest.approx(0.61393)
+    leak = {"TPR@0.1%FPR": means["TPR@0.1%FPR_mean"], "TPR@0.0%FPR": means["TPR@0.0%FPR_mean"]}
+    assert [c.ok for c in evaluate.constraints("val", "full", leak, means["test_acc_mean"])] == [True, True]
+    assert [c.ok for c in evaluate.constraints("val", "full", leak, min(accuracies))] == [True, False]
 
 
 def test_the_originals_constraints_bind_at_full_scale_only():
@@ -135,6 +152,16 @@ def test_the_smoke_run_passes_offline_on_privacy_meters_files(shared_run):
                                         SPEC.editable)
     log = (run / "logs" / "step_0001_val.log").read_text()
     assert re.search(r"^Epoch \[1/1\] \| Train Acc: ", log, re.M) and "members: model_name=wrn28-2" in log, log
+    # the agent's trainer trained the four targets; val audited target 1, the test 0, 2 and 3, and both splits'
+    # utility is the mean over the four
+    assert re.findall(r"^Training target model (\d) of 4 on 100 members", log, re.M) == ["0", "1", "2", "3"], log
+    verdicts = {split: json.loads((run / "final" / "verdicts" / f"{split}.json").read_text()) for split in ("val", "test")}
+    assert [verdicts[split]["info"]["audited_targets"] for split in ("val", "test")] == [[1], [0, 2, 3]]
+    for verdict in verdicts.values():
+        accuracies, means = verdict["info"]["test_acc_per_target"], verdict["datasets"]["cifar10"]["means"]
+        assert len(accuracies) == 4 and means["test_acc_mean"] == pytest.approx(np.mean(accuracies))
+        assert means["AUC_gap_mean"] == pytest.approx(abs(np.mean(verdict["info"]["AUC_per_target"]) - 0.5))
+    assert verdicts["val"]["info"]["test_acc_per_target"] == verdicts["test"]["info"]["test_acc_per_target"]
 
 
 @needs_bwrap

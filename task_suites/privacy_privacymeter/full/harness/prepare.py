@@ -1,7 +1,7 @@
 """Materialise the privacy-meter task's data and the auditor's own models, from the verified CIFAR-10
 archive and privacy meter checkout in the data cache ({data}).
 
---split val : the members (the target's training set: images and labels) into WORKSPACE/data/; then, once
+--split val : the members (the targets' training set: images and labels) into WORKSPACE/data/; then, once
               per workspace, the harness's three models (protocol.MODELS[1:]) and their signals on every
               audited point of both splits and on the population, into PRIVATE/reference.npz.
 --split test: the same models' signals, if this workspace has none yet.
@@ -31,7 +31,7 @@ def reference_signals(data: Path, scale: str, device: torch.device, cifar10: tup
     audited = np.concatenate([carving.pools["val"], carving.pools["test"]])
     config = train_config(scale, str(device))
     on_audited, on_population = [], []
-    for column in (1, 2, 3):  # the target's pair, then the reference pair
+    for column in (1, 2, 3):  # the targets' pair, then the reference pair
         rows = trained_on[:, column]
         print(f"prepare: training the auditor's model {column} on {int(rows.sum())} images", flush=True)
         model = train_model(data / CHECKOUT / "src", images[rows], labels[rows], config, seed=column)

@@ -5,11 +5,14 @@ training images (normalised to [-1, 1]), the population its 10,000 test images; 
 complementary pairs trained on random halves of the dataset; an audit takes 5,000 members and 5,000
 non-members of the target (audit.data_size 10,000).
 
-Here the target is the agent's model, trained on the members M (a seeded half of the dataset); its pair P
-is trained by the harness on the other half N, and the reference pair R0/R1 on another random half and its
-complement: every audited point is outside exactly one of R0/R1, which is the one RMIA uses
-(audit.num_ref_models 1). The val and test audits take disjoint members and non-members. Utility is the
-target's accuracy on all of N, as the original measures each model on the half it did not train on.
+The original's run trains four target models (run.num_experiments 4) with the agent's trainer and its
+postprocess.py splits them between val and test (audited_models). Here the agent's trainer also trains
+four target models, all on the members M (a seeded half of the dataset), because agent code must never
+hold a point it is audited on as a non-member. Each target's pair P is trained by the harness on the other
+half N, and the reference pair R0/R1 on another random half and its complement: every audited point is
+outside exactly one of R0/R1, which is the one RMIA uses (audit.num_ref_models 1). The val and test audits
+take disjoint members and non-members. Utility is each target's accuracy on all of N, as the original
+measures each model on the half it did not train on; the floor applies to their mean, as the original's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,17 @@ TRAIN_CONFIG = {"model_name": "wrn28-2", "batch_size": 256, "optimizer": "SGD", 
 SMOKE_TRAIN = {"batch_size": 32, "epochs": 1}
 # the columns of the audit's signal matrices: the target, its pair, the reference pair (privacy meter's order)
 MODELS = ("target", "pair", "reference_0", "reference_1")
+TARGETS = 4  # the original's run.num_experiments: the models the agent's trainer trains, each a target
+# postprocess.py's split of the targets: shuffled by RandomState(42), the first 30% (at least one) are val
+SPLIT_SEED, VAL_SHARE = 42, 0.3
+
+
+def audited_targets(split: str) -> tuple[int, ...]:
+    """The targets the ``split`` audit attacks, as the original's postprocess.py picks them: val (1,), test (0, 2, 3)."""
+    order = list(range(TARGETS))
+    np.random.RandomState(SPLIT_SEED).shuffle(order)
+    cut = max(int(VAL_SHARE * TARGETS), 1)
+    return tuple(sorted(order[:cut] if split == "val" else order[cut:]))
 
 
 def train_config(scale: str, device: str) -> dict:
@@ -42,7 +56,7 @@ def train_config(scale: str, device: str) -> dict:
 class Carving:
     """Indices into the dataset (CIFAR-10's training images)."""
 
-    members: np.ndarray  # the target's training set, in the workspace
+    members: np.ndarray  # the targets' training set, in the workspace
     non_members: np.ndarray  # the rest, hidden
     reference_half: np.ndarray  # bool over the dataset: reference_0 trains on it, reference_1 on the rest
     pools: dict[str, np.ndarray]  # per split: the audited points, members first

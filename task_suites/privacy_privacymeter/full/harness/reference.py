@@ -1,4 +1,4 @@
-"""The harness's own models of the audit: the target's pair and the reference pair, trained with privacy
+"""The harness's own models of the audit: the targets' pair and the reference pair, trained with privacy
 meter's pristine trainer and network from the verified checkout in the data cache (never the workspace's
 copies, which the agent edits), with the baseline's recipe and privacy meter's data pipeline.
 

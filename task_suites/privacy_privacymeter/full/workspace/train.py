@@ -1,12 +1,16 @@
-"""Experiment driver (protected): the target model of FML-bench's Privacy_privacymeter, trained as privacy
-meter's run_mia.py trains its models, then exported for the auditor.
+"""Experiment driver (protected): the four target models of FML-bench's Privacy_privacymeter, trained as
+privacy meter's run_mia.py trains its models, then exported for the auditor.
 
-    python train.py --split val  --out OUT   train WideResNet(nin=3, nclass=10, depth=28, width=2) from
-                                             models/wide_resnet.py with train() from
-                                             trainers/default_trainer.py on the members in data/, export it
-                                             to model_checkpoint/, copy that to OUT
+    python train.py --split val  --out OUT   train four WideResNet(nin=3, nclass=10, depth=28, width=2)
+                                             from models/wide_resnet.py, one after the other, each with
+                                             train() from trainers/default_trainer.py on the members in
+                                             data/ and its own seed, export each to
+                                             model_checkpoint/model_<k>/, copy those to OUT
     python train.py --split test --out OUT   copy model_checkpoint/ to OUT (no training, none of the
                                              editable code runs)
+
+As the original's run (run.num_experiments 4), the val audit attacks one of the four models and the test
+audit the other three; the utility floor applies to the mean accuracy of all four.
 
 train(model, train_loader, configs, test_loader) is called as privacy meter calls it: train_loader yields
 (images, labels) batches of 256, shuffled, images normalised as privacy meter does (ToTensor, then
@@ -40,6 +44,7 @@ SEED = 12345  # the original's run.random_seed
 TRAIN_CONFIG = {"model_name": "wrn28-2", "batch_size": 256, "optimizer": "SGD", "learning_rate": 0.1,
                 "weight_decay": 0, "epochs": 50}
 SMOKE_TRAIN = {"batch_size": 32, "epochs": 1}
+TARGETS = 4  # the original's run.num_experiments
 EXPORT_BATCH = 250  # the exported graph's (static) batch size; the auditor pads its last batch
 DATA, CHECKPOINT = Path("data"), Path("model_checkpoint")
 FILES = ("model_graph.json", "model_tensors.pt")
@@ -50,17 +55,22 @@ def normalise(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(((images.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(0, 3, 1, 2).copy())
 
 
-def train_target(config: dict) -> torch.nn.Module:
+def model_folder(root: Path, target: int) -> Path:
+    return root / f"model_{target}"
+
+
+def train_target(config: dict, images: np.ndarray, labels: np.ndarray, target: int) -> torch.nn.Module:
     from models.wide_resnet import WideResNet  # the editable files, next to this one
     from trainers.default_trainer import train
 
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-    members = TensorDataset(normalise(np.load(DATA / "members_images.npy")),
-                            torch.from_numpy(np.load(DATA / "members_labels.npy")))
+    seed = SEED + 10 * target  # each model its own draws (the original's share one stream, in turn)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    # a fresh copy per model: a trainer that changes its batches in place changes only its own model's
+    members = TensorDataset(normalise(images), torch.from_numpy(labels.copy()))
     loader = DataLoader(members, batch_size=config["batch_size"], shuffle=True)
-    print(f"Training the target model on {len(members)} members: "
+    print(f"Training target model {target} of {TARGETS} on {len(members)} members: "
           + ", ".join(f"{key}={value}" for key, value in config.items()), flush=True)
     model = train(WideResNet(nin=3, nclass=10, depth=28, width=2), loader, dict(config), None)
     if isinstance(model, tuple):  # privacy meter's dp_train returns (model, epsilon)
@@ -120,7 +130,7 @@ def export(model: torch.nn.Module, folder: Path) -> None:
             graph["output"] = _encode(node.args[0])
         elif node.op != "placeholder":
             sys.exit(f"train.py: the exported model holds a {node.op} node ({node.target}), which the audit cannot run")
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / FILES[0]).write_text(json.dumps(graph))
     torch.save({key: stored[key].detach().cpu().contiguous().clone() for key in graph["tensors"].values()},
                folder / FILES[1])
@@ -133,13 +143,16 @@ def main() -> None:
     if args.split == "val":
         device = "cuda:0" if torch.cuda.is_available() else "cpu"
         config = {**TRAIN_CONFIG, "device": device, **(SMOKE_TRAIN if args.scale == "smoke" else {})}
-        export(train_target(config), CHECKPOINT)
-    elif not all((CHECKPOINT / name).is_file() for name in FILES):
-        sys.exit("train.py: model_checkpoint/ holds no exported model: the test run needs the val run's")
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        shutil.copyfile(CHECKPOINT / name, args.out / name)
-    print(f"[{args.split}] the exported model is in {args.out}", flush=True)
+        images, labels = np.load(DATA / "members_images.npy"), np.load(DATA / "members_labels.npy")
+        for target in range(TARGETS):
+            export(train_target(config, images, labels, target), model_folder(CHECKPOINT, target))
+    elif not all((model_folder(CHECKPOINT, target) / name).is_file() for target in range(TARGETS) for name in FILES):
+        sys.exit("train.py: model_checkpoint/ holds no four exported models: the test run needs the val run's")
+    for target in range(TARGETS):
+        model_folder(args.out, target).mkdir(parents=True, exist_ok=True)
+        for name in FILES:
+            shutil.copyfile(model_folder(CHECKPOINT, target) / name, model_folder(args.out, target) / name)
+    print(f"[{args.split}] the {TARGETS} exported models are in {args.out}", flush=True)
 
 
 if __name__ == "__main__":
