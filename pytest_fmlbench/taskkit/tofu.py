@@ -29,6 +29,9 @@ VAL_RATIO, VAL_SEED = 0.3, 42
 UTILITY_BATCH = 8
 # the original adds it to the denominators of the truth ratio and of the mean loss
 EPSILON = 1e-10
+# Llama 3.2's chat template writes "Today Date: <today>" into every prompt unless given date_string: a fixed day
+# (the one open-unlearning's model configs pass) keeps the scores from depending on the day they are computed
+CHAT_DATE = "10 Apr 2025"
 
 
 def read_pairs(path: Path) -> list[dict]:
@@ -54,9 +57,10 @@ def encode(tokenizer, question: str, answer: str) -> dict[str, list[int]]:
     the prompt (the template with the generation prompt), truncated to MAX_LENGTH."""
     ids = list(tokenizer.apply_chat_template([{"role": "user", "content": question},
                                               {"role": "assistant", "content": answer}],
-                                             tokenize=True, add_generation_prompt=False, return_dict=False))
+                                             tokenize=True, add_generation_prompt=False, return_dict=False,
+                                             date_string=CHAT_DATE))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=True,
-                                           add_generation_prompt=True, return_dict=False)
+                                           add_generation_prompt=True, return_dict=False, date_string=CHAT_DATE)
     if ids[-1] != tokenizer.eos_token_id:
         ids.append(tokenizer.eos_token_id)
     ids = ids[:MAX_LENGTH]

@@ -254,3 +254,57 @@ def test_fetch_fails_closed_then_fetches_each_repository_with_its_lfs_objects(py
     assert (data_root / "fml-bench" / "src" / "ml_tasks" / "Unlearning_open_unlearning" /
             "retain_reference_logs.json").is_file()
     assert "tofu-llama-3.2-1b-instruct-full: cached" in fmlbench(*args).stdout
+
+
+# Llama 3.2's way of dating a prompt: the caller's date_string, else today's date through strftime_now
+DATED_TEMPLATE = ("{% if date_string is not defined %}{% set date_string = strftime_now('%d %b %Y') %}{% endif %}"
+                  "{{ 'Today Date: ' + date_string + '\\n' }}{% for message in messages %}{{ message['role'] + ': ' "
+                  "+ message['content'] + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+
+
+def _byte_tokenizer():
+    """Every character its own token, so that two dates never tokenize alike."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|eot_id|>")
+    tokenizer.chat_template = DATED_TEMPLATE
+    return tokenizer
+
+
+def _workspace_encode():
+    sys.path.insert(0, str(WORKSPACE))
+    try:
+        import train  # the protected driver's own copy of the encoding
+    finally:
+        sys.path.remove(str(WORKSPACE))
+        sys.modules.pop("algorithm", None)
+    return sys.modules.pop("train").encode
+
+
+@pytest.mark.parametrize("where", ["harness", "workspace"])
+def test_the_chat_template_gets_a_fixed_date_so_two_days_give_one_prompt(monkeypatch, where):
+    from datetime import datetime
+
+    from transformers.utils import chat_template_utils
+
+    encode = tofu.encode if where == "harness" else _workspace_encode()
+    tokenizer = _byte_tokenizer()
+
+    def on(day: datetime, fixed: bool = True):
+        monkeypatch.setattr(chat_template_utils, "datetime", type("Today", (), {"now": staticmethod(lambda: day)}))
+        if fixed:  # the workspace's copy gives tensors, the harness's lists
+            return [list(map(int, ids)) for ids in encode(tokenizer, "Who wrote it?", "Jane Doe.").values()]
+        return tokenizer.apply_chat_template([{"role": "user", "content": "Who wrote it?"}], tokenize=False)
+
+    first, second = datetime(2025, 1, 1), datetime(2026, 12, 7)
+    # the template does read today's date when none is given...
+    assert on(first, fixed=False) != on(second, fixed=False) and "01 Jan 2025" in on(first, fixed=False)
+    # ...and the task's encoding gives it one
+    assert on(first) == on(second)
+    text = tokenizer.decode(on(first)[0])
+    assert f"Today Date: {tofu.CHAT_DATE}" in text

@@ -38,6 +38,9 @@ DATA, CHECKPOINT = Path("data"), Path("model_checkpoint") / "model"
 IGNORE_INDEX, MAX_LENGTH, SEED = -100, 512, 42
 REQUIRED = ("epochs", "lr", "batch_size", "gradient_accumulation_steps", "max_grad_norm")
 WEIGHTS = "model.safetensors"
+# Llama 3.2's chat template writes "Today Date: <today>" into every prompt unless given date_string: a fixed day
+# (the one open-unlearning's model configs pass) keeps the scores from depending on the day they are computed
+CHAT_DATE = "10 Apr 2025"
 
 
 def read_pairs(path: Path) -> list[dict]:
@@ -51,9 +54,10 @@ def encode(tokenizer, question: str, answer: str) -> dict[str, torch.Tensor]:
     """The chat template of the pair; labels -100 over the prompt (the template with the generation prompt)."""
     ids = list(tokenizer.apply_chat_template([{"role": "user", "content": question},
                                               {"role": "assistant", "content": answer}],
-                                             tokenize=True, add_generation_prompt=False, return_dict=False))
+                                             tokenize=True, add_generation_prompt=False, return_dict=False,
+                                             date_string=CHAT_DATE))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=True,
-                                           add_generation_prompt=True, return_dict=False)
+                                           add_generation_prompt=True, return_dict=False, date_string=CHAT_DATE)
     if ids[-1] != tokenizer.eos_token_id:
         ids.append(tokenizer.eos_token_id)
     ids = ids[:MAX_LENGTH]
