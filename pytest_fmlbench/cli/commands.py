@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import agents, compare, data, doctor, judge, report, score
+from . import agents, baseline, compare, data, doctor, judge, report, score
 
 
 COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
@@ -17,6 +17,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     data.COMMAND,
     judge.COMMAND,
     doctor.COMMAND,
+    baseline.COMMAND,
 ]
 
 
@@ -30,6 +31,7 @@ EPILOG = """examples:
   fmlbench data fetch -k lite                    the full-profile Lite tasks' data, into $FMLBENCH_DATA
   fmlbench judge reports/fmlbench/runs --judge-model gpt-5.4   audit runs: signals, research and rule reviews
   fmlbench doctor                                what this machine can run: sandbox, GPUs, data, tools, keys
+  fmlbench baseline --measure -k privacy_opacus_full   a full task's baseline measured here (source: measured)
 
 'fmlbench COMMAND --help' describes one command."""
 
