@@ -1,6 +1,7 @@
 """privacy_privacymeter_full: FML-bench's Privacy_privacymeter spec and protocol (four targets, the original's
-val/test split of them and its summary), privacy meter's RMIA, the exported model loaded without running its code, the smoke run offline, the hidden membership out of agent
-code's reach, one-line preflight, and its fetch failing closed."""
+val/test split of them and its summary), privacy meter's RMIA, the exported model loaded without running its
+code, the smoke run offline, the hidden membership out of agent code's reach, one-line preflight, and its
+fetch failing closed."""
 
 import importlib
 import json
@@ -57,7 +58,8 @@ def test_a_split_is_summarised_as_the_original_summarises_it():
     attacks = [{"AUC": 0.5 + gap, "TPR@0.1%FPR": 0.0, "TPR@0.0%FPR": 0.0} for gap in (0.3203, 0.3180, 0.3258)]
     accuracies = [0.61992, 0.60168, 0.6138, 0.62032]
     means = evaluate.split_means(attacks, accuracies)
-    assert means["AUC_gap_mean"] == pytest.approx(SPEC.baseline.test) and means["test_acc_mean"] == pytest.approx(0.61393)
+    assert means["AUC_gap_mean"] == pytest.approx(SPEC.baseline.test)
+    assert means["test_acc_mean"] == pytest.approx(0.61393)
     leak = {"TPR@0.1%FPR": means["TPR@0.1%FPR_mean"], "TPR@0.0%FPR": means["TPR@0.0%FPR_mean"]}
     assert [c.ok for c in evaluate.constraints("val", "full", leak, means["test_acc_mean"])] == [True, True]
     assert [c.ok for c in evaluate.constraints("val", "full", leak, min(accuracies))] == [True, False]
@@ -155,7 +157,8 @@ def test_the_smoke_run_passes_offline_on_privacy_meters_files(shared_run):
     # the agent's trainer trained the four targets; val audited target 1, the test 0, 2 and 3, and both splits'
     # utility is the mean over the four
     assert re.findall(r"^Training target model (\d) of 4 on 100 members", log, re.M) == ["0", "1", "2", "3"], log
-    verdicts = {split: json.loads((run / "final" / "verdicts" / f"{split}.json").read_text()) for split in ("val", "test")}
+    verdicts = {split: json.loads((run / "final" / "verdicts" / f"{split}.json").read_text())
+                for split in ("val", "test")}
     assert [verdicts[split]["info"]["audited_targets"] for split in ("val", "test")] == [[1], [0, 2, 3]]
     for verdict in verdicts.values():
         accuracies, means = verdict["info"]["test_acc_per_target"], verdict["datasets"]["cifar10"]["means"]

@@ -68,8 +68,8 @@ def constraints(split: str, scale: str, attack: dict[str, float], accuracy: floa
     return [
         ConstraintOutcome(name="low_fpr_leakage", ok=attack["TPR@0.1%FPR"] <= tpr01 and attack["TPR@0.0%FPR"] <= tpr0,
                           value=attack["TPR@0.1%FPR"], limit=tpr01,
-                          detail=f"TPR@0.1%FPR_mean {attack['TPR@0.1%FPR']:.4f} must be <= {tpr01} and TPR@0.0%FPR_mean "
-                                 f"{attack['TPR@0.0%FPR']:.4f} <= {tpr0}{leak_note}"),
+                          detail=f"TPR@0.1%FPR_mean {attack['TPR@0.1%FPR']:.4f} must be <= {tpr01} and "
+                                 f"TPR@0.0%FPR_mean {attack['TPR@0.0%FPR']:.4f} <= {tpr0}{leak_note}"),
         ConstraintOutcome(name="utility_floor", ok=accuracy >= floor, value=accuracy, limit=floor,
                           detail=f"test_acc_mean {accuracy:.4f} must be >= {floor}{floor_note}"),
     ]
@@ -119,7 +119,8 @@ def main() -> None:
             answers = query(model, questions, device)
         except GraphError as exc:
             fail(f"target model {target} cannot be audited: {exc}")
-        on_pool, on_non_members, on_population = answers[:len(pool)], answers[len(pool):len(asked)], answers[len(asked):]
+        on_pool, on_non_members = answers[:len(pool)], answers[len(pool):len(asked)]
+        on_population = answers[len(asked):]
         accuracies.append(float((on_non_members.argmax(dim=1).numpy() == labels[carving.non_members]).mean()))
         if target not in audited:
             continue

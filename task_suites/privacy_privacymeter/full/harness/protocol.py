@@ -40,7 +40,8 @@ SPLIT_SEED, VAL_SHARE = 42, 0.3
 
 
 def audited_targets(split: str) -> tuple[int, ...]:
-    """The targets the ``split`` audit attacks, as the original's postprocess.py picks them: val (1,), test (0, 2, 3)."""
+    """The targets the ``split`` audit attacks, as the original's postprocess.py picks them: val (1,), test
+    (0, 2, 3)."""
     order = list(range(TARGETS))
     np.random.RandomState(SPLIT_SEED).shuffle(order)
     cut = max(int(VAL_SHARE * TARGETS), 1)
