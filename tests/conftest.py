@@ -38,6 +38,26 @@ def pytest_runtest_teardown(item):
 
 CPU_AT_SETUP = pytest.StashKey[float]()
 
+# Tests that spend most of their time waiting, not computing (a Slurm queue, its scheduler's state changes):
+# under `--dist loadgroup` they run one after another on one worker, beside the workers that compute
+WAITING = ("tests/test_slurm.py",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` (`make test`): the tests that read one module-scoped fixture (a task's shared
+    run) run on the worker that built it, and the waiting tests on one worker of their own."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path in WAITING:
+            item.add_marker(pytest.mark.xdist_group("waiting"))
+            continue
+        fixtures = getattr(item, "_fixtureinfo", None)
+        shared = fixtures and any(d.scope in ("module", "package", "class") for defs in
+                                  fixtures.name2fixturedefs.values() for d in defs)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(path))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_embedding_cache(tmp_path_factory):
