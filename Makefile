@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup bytecode sandbox tools browser demo test soak slurm-up slurm-down
+.PHONY: setup bytecode sandbox tools browser demo test soak slurm-up slurm-down docs
 setup: $(VENV)/.installed bytecode sandbox tools
 
 # Where PYTHONDONTWRITEBYTECODE is set, no process writes the .pyc files of our package (installed editable)
@@ -80,6 +80,11 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(PY) -m pytest task_suites --agent=random-search --steps=2 -n 2 -m "small and lite" --junitxml=reports/demo.xml
+
+# the documentation site (MkDocs, Material) from docs/, into reports/site/ (open reports/site/index.html); its
+# reference pages are generated from the code while it builds (scripts/docs_reference.py); warnings are errors
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir reports/site
 
 # the slowest tests are listed at the end: CI's time limit is 90 minutes on 2 cores; reports/tests.xml holds each
 # test's time (scripts/suite_time.py sums it per folder)

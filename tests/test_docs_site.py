@@ -1,0 +1,134 @@
+"""The documentation site (`make docs`): it builds with warnings as errors, its reference pages hold every
+option and command the code declares, and in headless Chromium every internal link of every page reaches a
+page that exists and every anchor it names is on that page."""
+
+import functools
+import html
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+sys.path.insert(0, str(REPO / "scripts"))
+import docs_reference  # noqa: E402  (the site's generator, a script beside the others)
+
+# Runs in the browser, served from the site's own origin: from the home page, fetch every page and file
+# that a link, stylesheet, script or image names, as the browser resolves it, and note each anchor asked for
+CRAWLER = """<!doctype html><meta charset="utf-8"><title>crawl</title><pre id="result">running</pre>
+<script>
+(async () => {
+  const pages = new Map(), links = [];
+  const start = new URL("index.html", location.href).href, queue = [start], seen = new Set(queue);
+  while (queue.length) {
+    const url = queue.shift();
+    let response;
+    try { response = await fetch(url); } catch (error) { pages.set(url, {status: String(error), ids: []}); continue; }
+    const entry = {status: response.status, ids: []};
+    pages.set(url, entry);
+    if (!response.ok || !(response.headers.get("content-type") || "").includes("text/html")) continue;
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    entry.ids = [...page.querySelectorAll("[id]")].map(element => element.id);
+    for (const element of page.querySelectorAll("a[href], link[href], script[src], img[src]")) {
+      const written = element.getAttribute("href") ?? element.getAttribute("src");
+      const target = new URL(written, url);
+      if (target.origin !== location.origin) continue;
+      const anchor = decodeURIComponent(target.hash.slice(1));
+      target.hash = "";
+      links.push({from: url, written, page: target.href, anchor});
+      if (!seen.has(target.href)) { seen.add(target.href); queue.push(target.href); }
+    }
+  }
+  const report = {pages: {}, links};
+  for (const [url, entry] of pages) report.pages[url] = entry;
+  document.getElementById("result").textContent = JSON.stringify(report);
+})();
+</script>
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as `make docs` builds it (--strict: a broken link or anchor, or any warning, fails)."""
+    folder = tmp_path_factory.mktemp("docs") / "site"
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                           "--config-file", str(REPO / "mkdocs.yml"), "--site-dir", str(folder)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return folder
+
+
+def text_of(page: Path) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+def test_the_reference_holds_every_pytest_option_and_every_fmlbench_command(site):
+    options = text_of(site / "reference" / "pytest-options.html")
+    declared = [name for option in docs_reference.plugin_parser().getgroup("fmlbench").options
+                for name in option.names()]
+    assert len(declared) > 30 and [name for name in declared if name not in options] == []
+
+    commands = text_of(site / "reference" / "cli.html")
+    parser = docs_reference.cli_parser()
+    names = [name for name, _help, _sub in docs_reference._subcommands(parser)]
+    assert {"score", "report", "compare", "data", "judge", "doctor", "agents"} <= set(names)
+    for name, _help, sub in docs_reference._subcommands(parser):
+        assert f"fmlbench {name}" in commands
+        for action in sub._actions:
+            assert all(flag in commands for flag in action.option_strings), (name, action.option_strings)
+
+    assert "<!-- fmlbench:" not in "".join(page.read_text() for page in site.rglob("*.html"))
+
+
+def serve(folder: Path) -> http.server.ThreadingHTTPServer:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def crawl(site: Path) -> dict:
+    (site / "_crawl.html").write_text(CRAWLER)
+    server = serve(site)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/_crawl.html"
+        done = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                               "--no-proxy-server", "--virtual-time-budget=30000", "--dump-dom", url],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        (site / "_crawl.html").unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'<pre id="result">(.*?)</pre>', done.stdout, re.S)
+    assert found and found.group(1) != "running", done.stdout[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser installs it)")
+def test_every_internal_link_of_the_site_reaches_a_page_and_its_anchor(site):
+    report = crawl(site)
+    pages, links = report["pages"], report["links"]
+    broken = sorted({(link["from"], link["written"], pages[link["page"]]["status"]) for link in links
+                     if pages[link["page"]]["status"] != 200})
+    assert broken == []
+    missing = sorted({(link["from"], link["written"]) for link in links
+                      if link["anchor"] and link["anchor"] not in pages[link["page"]]["ids"]})
+    assert missing == []
+    # every page the build wrote is reached from the home page by links alone
+    origin = next(iter(pages)).split("/index.html")[0]
+    reached = {url[len(origin) + 1:] for url in pages}
+    written = {str(page.relative_to(site)) for page in site.rglob("*.html")} - {"404.html"}
+    assert written - reached == set()
+    assert len(written) > 20
