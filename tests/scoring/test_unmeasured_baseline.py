@@ -47,3 +47,12 @@ def test_the_tables_show_no_baseline_no_ni_and_the_papers_value_beside(tmp_path,
     # baseline n/a, the paper's 0.8629 beside it, the agent's raw value, and why there is no NI
     assert cells[3:6] == ["n/a", "0.8629", "0.55"], cells
     assert "baseline unmeasured" in out
+
+
+def test_the_html_report_draws_an_unmeasured_baseline_as_such(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root, [(0.6, {"config.json": "{}"}), (0.65, {"config.json": "{}"})],
+              task="generalization_domainbed_officehome_full", test_metric=0.55, **UNMEASURED)
+    assert main(["report", str(root), "--html", str(tmp_path / "report.html"), "--encoder", "none"]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "baseline unmeasured" in page and "0.8629" in page
