@@ -1,6 +1,7 @@
 """The documentation site (`make docs`): it builds with warnings as errors, its reference pages hold every
-option and command the code declares, and in headless Chromium every internal link of every page reaches a
-page that exists and every anchor it names is on that page."""
+option and command the code declares, in headless Chromium every internal link of every page reaches a
+page that exists and every anchor it names is on that page, and its JavaScript client of the agent protocol
+drives a run."""
 
 import functools
 import html
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_record
+from test_external_agent import announced, finish, start
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+NODE = shutil.which("node")
 sys.path.insert(0, str(REPO / "scripts"))
 import docs_reference  # noqa: E402  (the site's generator, a script beside the others)
 
@@ -132,3 +135,28 @@ def test_every_internal_link_of_the_site_reaches_a_page_and_its_anchor(site):
     written = {str(page.relative_to(site)) for page in site.rglob("*.html")} - {"404.html"}
     assert written - reached == set()
     assert len(written) > 20
+
+
+def node_client() -> str:
+    page = (REPO / "docs" / "how-to" / "external-agent.md").read_text()
+    return re.search(r"<!-- external-client-node -->\n```javascript\n(.*?)```", page, re.S).group(1)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (make tools installs it as root)")
+def test_the_javascript_client_of_the_how_to_drives_a_run(pytester, toy, monkeypatch):
+    monkeypatch.setenv("FMLBENCH_ENCODER", "none")  # the exploration metrics play no part here
+    (pytester.path / "external_agent.mjs").write_text(node_client())
+    proc, lines = start(pytester.path, "--steps=2", "toy_task")
+    seen: list[str] = []
+    try:
+        path = announced(lines, seen)
+        client = subprocess.run([NODE, "external_agent.mjs", path], cwd=pytester.path, capture_output=True,
+                                text=True, timeout=300)
+    finally:
+        output = finish(proc, lines, seen)
+    assert client.returncode == 0, client.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert [line.split()[0] for line in client.stdout.splitlines()] == ["1", "2", "best:"]
+    record = load_record(pytester.path)
+    assert (record["agent_process"], record["status"], record["steps_used"]) == ("external", "finished", 2)
+    assert record["test_metric"] is not None
