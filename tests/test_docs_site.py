@@ -59,10 +59,8 @@ CRAWLER = """<!doctype html><meta charset="utf-8"><title>crawl</title><pre id="r
 """
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def build_site(folder: Path) -> Path:
     """The site as `make docs` builds it (--strict: a broken link or anchor, or any warning, fails)."""
-    folder = tmp_path_factory.mktemp("docs") / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
                            "--config-file", str(REPO / "mkdocs.yml"), "--site-dir", str(folder)],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
@@ -74,7 +72,7 @@ def text_of(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
 
 
-def test_the_reference_holds_every_pytest_option_and_every_fmlbench_command(site):
+def assert_the_reference_holds_every_pytest_option_and_every_fmlbench_command(site: Path) -> None:
     options = text_of(site / "reference" / "pytest-options.html")
     declared = [name for option in docs_reference.plugin_parser().getgroup("fmlbench").options
                 for name in option.names()]
@@ -119,8 +117,12 @@ def crawl(site: Path) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser installs it)")
-def test_every_internal_link_of_the_site_reaches_a_page_and_its_anchor(site):
+def test_the_site_builds_holds_the_whole_reference_and_every_internal_link_reaches_its_page_and_anchor(tmp_path):
+    # one test, so that the site is built once whichever xdist worker runs it
+    site = build_site(tmp_path / "site")
+    assert_the_reference_holds_every_pytest_option_and_every_fmlbench_command(site)
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (make browser installs it)")
     report = crawl(site)
     pages, links = report["pages"], report["links"]
     broken = sorted({(link["from"], link["written"], pages[link["page"]]["status"]) for link in links
