@@ -1,11 +1,14 @@
 """The documentation site (`make docs`): it builds with warnings as errors, its reference pages hold every
 option and command the code declares, in headless Chromium every internal link of every page reaches a
-page that exists and every anchor it names is on that page, and its JavaScript client of the agent protocol
+page that exists and every anchor it names is on that page, every pytest and fmlbench command of its pages
+names options, commands and agent options that exist, and its JavaScript client of the agent protocol
 drives a run."""
 
+import contextlib
 import functools
 import html
 import http.server
+import io
 import json
 import os
 import re
@@ -162,3 +165,63 @@ def test_the_javascript_client_of_the_how_to_drives_a_run(pytester, toy, monkeyp
     record = load_record(pytester.path)
     assert (record["agent_process"], record["status"], record["steps_used"]) == ("external", "finished", 2)
     assert record["test_metric"] is not None
+
+
+def shell_commands(root: Path) -> list[tuple[str, list[str]]]:
+    """(page, words) of every pytest and fmlbench command in the pages' bash blocks, as a shell splits it."""
+    import shlex
+
+    found = []
+    for page in sorted(root.rglob("*.md")):
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = shlex.split(line, comments=True)
+                while words and ("=" in words[0] and not words[0].startswith("-")):
+                    words = words[1:]  # VARIABLE=value before the command
+                if words[:2] == [".venv/bin/python", "-m"]:
+                    words = words[2:]
+                if words and words[0].startswith(".venv/bin/"):
+                    words[0] = words[0][len(".venv/bin/"):]
+                if words and words[0] in ("pytest", "fmlbench"):
+                    found.append((str(page.relative_to(root)), words))
+    return found
+
+
+def pytest_option_strings() -> set[str]:
+    """Every option string (aliases too) of pytest with the installed plugins (this one, xdist, benchmark)."""
+    from _pytest.config import get_config
+
+    config = get_config()
+    config.pluginmanager.load_setuptools_entrypoints("pytest11")
+    return set(config._parser.optparser._option_string_actions)
+
+
+def test_every_command_of_the_site_names_options_commands_and_agent_options_that_exist():
+    from pytest_fmlbench.agentkit.catalog import catalog
+
+    commands = shell_commands(REPO / "docs")
+    assert len(commands) > 40
+    known = pytest_option_strings()
+    agents = {info.name: {option.name for option in info.options} for info in catalog()}
+    parser = docs_reference.cli_parser()
+    wrong = []
+    for page, (program, *args) in commands:
+        if program == "fmlbench":
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage message: the page names it
+                    parser.parse_args(args)
+            except SystemExit:
+                wrong.append((page, " ".join(args)))
+            continue
+        agent = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--agent=")), None)
+        for arg in args:
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and name not in known:
+                wrong.append((page, f"pytest option {name}"))
+            if name == "--agent" and agent not in agents and agent != "external" and ":" not in agent:
+                wrong.append((page, f"agent {agent}"))
+            if name == "--agent-opt" and agent in agents:
+                option = arg.split("=", 2)[1]
+                if option not in agents[agent]:
+                    wrong.append((page, f"{agent}'s option {option}"))
+    assert wrong == []
