@@ -15,7 +15,10 @@ where ``fmlbench data fetch`` put the task's declared artefacts).
 
 A ``full``-profile task lives in a ``full/`` folder inside its ``small`` task's folder, with the id
 ``<small id>_full``; it declares its artefacts (``data``), the original task it reproduces
-(``original``), the GPUs and GPU memory one run needs, and where its baseline values come from.
+(``original``), the GPUs and GPU memory one run needs, and where its baseline values come from
+(``baseline.source``: measured, paper or unmeasured, the last with no values and so no NI). A
+``baseline_measured.yaml`` beside its task.yaml (written by ``fmlbench baseline --measure``) replaces the
+declared values with measured ones, the declared paper values kept beside them (``baseline.paper``).
 """
 
 from __future__ import annotations
