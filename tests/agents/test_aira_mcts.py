@@ -95,7 +95,8 @@ def test_uct_selection_and_backup_with_hand_computed_values(run_agent, fake_llm)
     assert steps[4].plan == "fix,epochs=160."
     assert run.record.agent_options == {"uct_c": 1.41, "num_children": 2, "max_debug_depth": 3,
                                         "edit_temperature": None, "analysis_temperature": 0.75,
-                                        "max_output_tokens": None, "editor": "port", "node_plan": "port"}
+                                        "max_output_tokens": None, "editor": "port", "node_plan": "port",
+                                        "port_task_text": None}
 
 
 @pytest.mark.parametrize("steps", [1, 3])
