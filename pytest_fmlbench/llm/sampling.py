@@ -8,7 +8,7 @@ name, whatever the endpoint (OpenAI, OpenRouter, Gemini's compatible API), in th
 - ``gpt``: ``seed=0``; ``gpt-5`` then temperature 1 and ``max_completion_tokens``, any other ``gpt``
   the temperature asked for and ``max_tokens`` (``openai/gpt-5`` through OpenRouter included);
 - ``o1`` / ``o3``: temperature 1, ``max_completion_tokens``, ``seed=0``, and the system prompt sent as a
-  user message;
+  user message (the editor, which sends no temperature, keeps the system role);
 - ``deepseek-reasoner``: neither temperature nor a length limit;
 - ``qwen``: no temperature, ``max_tokens``;
 - anything else (gemini, deepseek, llama): the temperature asked for and ``max_tokens``, no seed.
@@ -76,7 +76,9 @@ def wire_sampling(model: str, *, temperature: float | None, seed: int | None,
             return family(reasoning_temperature, seed, "max_completion_tokens")
         return family(temperature, seed, "max_tokens")
     if _O_SERIES.search(model):
-        return family(reasoning_temperature, seed, "max_completion_tokens", system_as_user=True)
+        # the port's llm.py sends the system prompt as a user message here, and always a temperature; its
+        # editor sends the system role and no temperature: a call asking for none keeps the system role
+        return family(reasoning_temperature, seed, "max_completion_tokens", system_as_user=temperature is not None)
     if model == "deepseek-reasoner":
         return family(None, None, None)
     if "qwen" in model:

@@ -66,13 +66,14 @@ def test_a_port_call_carries_what_the_ports_llm_py_sends(fake_llm, all_keys, pro
 
 
 @pytest.mark.parametrize("provider, model", [("openai", "gpt-5"), ("openrouter", "openai/gpt-4o"),
-                                             ("google", "gemini-2.5-pro")])
+                                             ("google", "gemini-2.5-pro"), ("openai", "o3")])
 def test_an_editor_call_carries_no_sampling_field(fake_llm, all_keys, provider, model):
-    """code_editor.py 147-155: model and messages only (no temperature, limit or seed)."""
+    """code_editor.py 147-155: model and messages only (no temperature, limit or seed), the system role kept."""
     fake_llm.script(Say("ok"))
     build_client(llm_settings(fake_llm, provider=provider, model=model)).complete(MESSAGES, **EDITOR_CALL)
     (seen,) = fake_llm.completions
     assert sampling_sent(seen.body) == {}
+    assert [m["role"] for m in seen.body["messages"]] == ["system", "user"]
 
 
 def test_anthropic_gets_the_ports_temperature_and_its_models_maximum(fake_llm, all_keys):
