@@ -15,7 +15,7 @@ from .audit.run import audit_run
 from .record import RecordUnreadable, RunRecord, RunStore
 from .runner import RunBusy, RunError, RunOutcome, execute, run_dir_for
 from .scoring import ni_test
-from .scoring.groups import SMOKE, SMOKE_NOTE
+from .scoring.groups import SMOKE, SMOKE_NOTE, UNMEASURED_NOTE
 from .spec import FULL_FOLDER, TASK_FILE, Task, TaskSpecError, load_task
 from .terminal_lines import write_whole_line
 
@@ -147,16 +147,20 @@ class TaskItem(pytest.Item):
     def _record_properties(self, record: RunRecord, run_dir: Path, reused: bool) -> None:
         test_ni = ni_test(record)
         smoke = record.scale == SMOKE
+        # a full task whose baseline is unmeasured (source: unmeasured) has no NI until it is measured
+        unmeasured = record.baseline_test is None
+        note = SMOKE_NOTE if smoke else UNMEASURED_NOTE if unmeasured else None
         properties = {
             "task": record.task, "agent": record.agent, "model": record.model or "none",
             "provider": record.provider or "none", "seed": record.seed, "steps": record.steps_used,
-            "baseline_val": record.baseline_val, "baseline_test": record.baseline_test,
+            "baseline_val": "unmeasured" if record.baseline_val is None else record.baseline_val,
+            "baseline_test": "unmeasured" if record.baseline_test is None else record.baseline_test,
             "best_val": _num(record.best_val), "final_val": _num(record.final_val),
             "test_metric": _num(record.test_metric),
             # a smoke run is a check of the code path: no NI against the original's declared baselines
-            "normalized_improvement": "" if smoke else "nan" if math.isnan(test_ni) else test_ni,
+            "normalized_improvement": "" if note else "nan" if math.isnan(test_ni) else test_ni,
             "scale": record.scale or "none",
-            **({"note": SMOKE_NOTE} if smoke else {}),
+            **({"note": note} if note else {}),
             "valid_step_ratio": record.valid_steps / record.steps_used if record.steps_used else "nan",
             "step_completion_rate": record.steps_used / record.steps_budget if record.steps_budget else "nan",
             "end_reason": record.end_reason or "none",

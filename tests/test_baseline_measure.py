@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from pytest_fmlbench.cli import main
+from pytest_fmlbench.scoring.groups import UNMEASURED_NOTE
 from pytest_fmlbench.spec import MEASURED_BASELINE_FILE, TaskSpecError, load_task
 
-from conftest import DATA
+from conftest import DATA, junit_props
 
 PAPER = {"val": 0.5, "test": 0.5, "source": "paper", "note": "a made-up paper value, not yet reproduced here"}
 
@@ -79,3 +80,14 @@ def test_a_baseline_source_and_its_values_agree(tmp_path, baseline, problem):
     full = toy_full_task(tmp_path / "task_suites", baseline)
     with pytest.raises(TaskSpecError, match=problem):
         load_task(full / "task.yaml")
+
+
+def test_a_run_against_an_unmeasured_baseline_says_so_in_its_junit_properties(pytester, bench):
+    """No number stands in for the missing baseline: the properties say unmeasured, NI is empty with the note."""
+    toy_full_task(pytester.path / "task_suites", {"source": "unmeasured", "note": "no GPU has run it"})
+    result = bench("--agent=baseline", "--steps=1", "-m", "full", "--junitxml=out.xml", "task_suites")
+    result.assert_outcomes(passed=1)
+    props = junit_props(pytester.path / "out.xml", "toy_task_full[seed0]")
+    assert props["baseline_val"] == props["baseline_test"] == "unmeasured"
+    assert props["normalized_improvement"] == "" and props["note"] == UNMEASURED_NOTE
+    assert float(props["test_metric"]) == 0.72  # the raw value stands
