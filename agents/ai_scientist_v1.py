@@ -165,13 +165,13 @@ class _Scientist:
             attempt, success = 0, False
             while (attempt < o.max_retries_per_run and not success and self.total_iter < o.max_iter
                    and s.steps_left > 0):
-                text, plan, note_edits, code_edits, error = self.ask(prompt, notes,
-                                                                     last_error if attempt > 0 else "", attempt)
+                text, plan, note_edits, code_edits, error, finish = self.ask(prompt, notes,
+                                                                             last_error if attempt > 0 else "", attempt)
                 said_done = COMPLETION_MARKER in text
                 completed = completed or (o.early_completion and said_done)
                 new_notes = _apply_to_text(notes, note_edits, first_match=self.o.editor == "port")
                 if code_edits:
-                    edit = self.editor.apply_edits(code_edits)
+                    edit = self.editor.noting_cut_off(self.editor.apply_edits(code_edits), finish)
                 elif note_edits:
                     edit = EditResult(applied=True)  # the port counts a change of the notes alone as an edit
                 else:
@@ -209,11 +209,11 @@ class _Scientist:
                                         max_output_tokens=self.o.max_output_tokens,
                                         purpose="experiment" if attempt == 0 else "fix")
         except LLMCallError as exc:  # the port's editor: a failed call is a failed edit
-            return "", "", [], [], f"LLM call failed: {exc}"
+            return "", "", [], [], f"LLM call failed: {exc}", None
         parsed = self.editor.read(reply.text, files, reply.finish_reason)
         note_edits = [e for e in parsed.edits if e.path == self.notes_path]
         code_edits = [e for e in parsed.edits if e.path != self.notes_path]
-        return reply.text, parsed.plan, note_edits, code_edits, parsed.error
+        return reply.text, parsed.plan, note_edits, code_edits, parsed.error, reply.finish_reason
 
     def end_reason(self, completed: bool, gave_up: bool, current_run: int) -> str:
         if completed:

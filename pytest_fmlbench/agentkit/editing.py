@@ -224,7 +224,15 @@ class CodeEditor:
         """Apply the reply's edits to the workspace: the port's way (each on its own), or all or nothing."""
         if not reply.edits:
             return EditResult(applied=False, error=reply.error)
-        return self.apply_edits(reply.edits, reply.problems)
+        return self.noting_cut_off(self.apply_edits(reply.edits, reply.problems), reply.finish_reason)
+
+    def noting_cut_off(self, result: EditResult, finish_reason: str | None) -> EditResult:
+        """``result``, its error saying so when the reply ended on its length limit: its last blocks may be
+        lost, and the step's ``edit_error`` is where a reader of the record looks."""
+        if finish_reason not in LENGTH_LIMIT_REASONS:
+            return result
+        note = cut_off_note(self.max_output_tokens).strip("()")
+        return EditResult(result.applied, result.changed, "; ".join(p for p in (result.error, note) if p))
 
     def apply_edits(self, edits: list[Edit], problems: tuple[str, ...] = ()) -> EditResult:
         if not edits:

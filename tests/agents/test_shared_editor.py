@@ -40,7 +40,8 @@ class Editing:
         if "propose the next experimental idea" in seen.prompt:
             return Say(IDEA)
         self.edit_prompts.append(seen.body["messages"][-1]["content"])
-        return Say(self.replies.pop(0) if self.replies else "No change.")
+        reply = self.replies.pop(0) if self.replies else "No change."
+        return reply if isinstance(reply, Say) else Say(reply)
 
 
 def edit(run_agent, fake_llm, *replies, steps=1, editor=None, task=TOY):
@@ -61,6 +62,19 @@ def test_of_two_search_blocks_the_one_that_matches_is_applied_the_other_skipped(
     assert 'range(2 * config["epochs"])' in run.files(1)["algorithm.py"]
     assert step.edit_applied and step.success
     assert step.edit_error == "applied in part; skipped: algorithm.py: SEARCH block not found in the file"
+
+
+def test_a_reply_cut_off_at_its_length_limit_says_so_in_its_step(run_agent, fake_llm):
+    # editor calls send no limit, as the port's: the model's own maximum cut these replies
+    run, _ = edit(run_agent, fake_llm, Say(TWO_BLOCKS, finish_reason="length"),
+                  Say("### FILE: algorithm.py\n```python\nimport num", finish_reason="length"), steps=2)
+    first, second = run.steps
+    assert first.edit_applied and first.edit_error == (
+        "applied in part; skipped: algorithm.py: SEARCH block not found in the file; "
+        "the reply was cut off at the model's output limit")
+    assert not second.edit_applied
+    assert second.edit_error.endswith("(the reply was cut off at the model's output limit)")
+    assert run.record.status == "finished"
 
 
 def test_a_search_text_found_twice_is_replaced_where_it_first_occurs_after_the_whole_files(run_agent, fake_llm):
