@@ -166,6 +166,9 @@ class RunRecord(BaseModel):
     # LLM calls that failed for good (after their retries); the agent went on with what its port makes of
     # a failed call (a failed edit, a fallback text). 0 in older records
     llm_failed_calls: int = 0
+    # LLM replies that ended on their length limit (the model's, or the call's), replayed ones included: a
+    # cut-off reply usually parses to no edit. 0 in older records
+    llm_truncated_calls: int = 0
     # exceptions the agent's main loop raised and caught, as its port does: the run went on (to the next
     # idea, or to the final test on the best code so far) and finished. Each "where: Type: message" with
     # the traceback's end; [] in older records

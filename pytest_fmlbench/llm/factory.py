@@ -42,6 +42,8 @@ def make_llm_factory(settings: LLMSettings) -> Callable[[RunRecord, Path], LLMCl
         client = build_client(settings, run_dir)
         # the record counts the calls that failed for good; it is saved with the next step
         client.bind_failures(lambda exc: setattr(record, "llm_failed_calls", record.llm_failed_calls + 1))
+        client.bind_truncations(
+            lambda purpose: setattr(record, "llm_truncated_calls", record.llm_truncated_calls + 1))
         return client
 
     return factory

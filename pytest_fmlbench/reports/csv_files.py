@@ -24,7 +24,8 @@ from .runs import as_scores
 ORIGINAL_NAMES = {
     "spread": "Exploration Spread", "uniqueness": "Exploration Uniqueness", "reach": "Exploration Reach",
     "effective_dim": "Effective dim", "val_test_gap": "Val-test |gap|", "valid_step_ratio": "Valid step ratio",
-    "llm_failed_calls": "Failed LLM calls", "step_completion_rate": "Step completion rate",
+    "llm_failed_calls": "Failed LLM calls", "llm_truncated_calls": "Cut-off LLM replies",
+    "step_completion_rate": "Step completion rate",
     "auc_steps": "AUC-over-steps", "first_improvement_step": "First-improvement step",
     "late_gain_fraction": "Late-gain fraction", "best_improvement_step": "Best-improvement step",
     "tokens_m": "Token cost (M)", "wall_clock_h": "Wall-clock time (h)", "cost_usd": "Cost (USD)",

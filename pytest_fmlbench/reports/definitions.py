@@ -32,6 +32,9 @@ PROCESS = {
     "valid_step_ratio": "Reliability: successful validation steps / steps run.",
     "llm_failed_calls": "LLM calls that failed for good (after their retries); n/a where the source does not "
                         "say.",
+    "llm_truncated_calls": "LLM replies that ended on their length limit (finish_reason length, Anthropic's "
+                           "stop_reason max_tokens): usually a reply that parses to no edit, so its step runs "
+                           "the parent's code; n/a where the source does not say.",
     "step_completion_rate": "Steps used / step budget (n/a where the budget is not recorded).",
     "auc_steps": "Efficiency: the mean over steps of G_k = (best validation value so far − baseline validation "
                  "value) / D, signed, in the better direction.",

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..llm.ledger import LEDGER_FILE
 from ..mending import to_json
 from ..scoring.aggregate import Scores
 from ..scoring.aup import aup_table
@@ -103,6 +106,11 @@ class SolverTables(_Strict):
     normalized_improvement_mean: dict[Literal["ni", "ni_val"], float | None]
     process_metrics: list[ProcessRow]
     process_metrics_mean: ProcessValues
+    # what the group's LLM calls asked for that was not sent, per sampling field ("temperature", "seed",
+    # "max_output_tokens"): the number of calls. FML-bench's llm.py sends that field to none of the model's
+    # family, or the provider's API has no such field (see the ledger's per-call "unsent"); {} when every
+    # call carried what it asked for, and for the original's results
+    llm_unsent: dict[str, int] = {}
     # the audit (pytest_fmlbench.audit): runs audited, the suspect ones with their reasons, the research review
     audited_runs: int = 0
     suspect_runs: list[SuspectRun] = []
@@ -203,8 +211,31 @@ def _solver_tables(group: RunGroup, scores: Scores) -> SolverTables:
         normalized_improvement_mean={"ni": _value(summary["ni"]), "ni_val": _value(summary["ni_val"])},
         process_metrics=process,
         process_metrics_mean=ProcessValues(**{c: _value(summary[c]) for c in PROCESS_COLUMNS}),
+        llm_unsent=unsent_sampling(scores.runs["source"]),
         **_audit_fields(scores.runs),
     )
+
+
+def unsent_sampling(run_dirs: Iterable[str]) -> dict[str, int]:
+    """The ledgers' per-call ``unsent`` fields summed over the runs in ``run_dirs``: per sampling field, how
+    many calls asked for it and went without it. Runs without a ledger (the original's results) add nothing."""
+    counts: Counter[str] = Counter()
+    for run_dir in run_dirs:
+        ledger = Path(run_dir) / LEDGER_FILE if run_dir else None
+        if ledger is None or not ledger.is_file():
+            continue
+        with open(ledger, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                # most calls send all they ask for: those lines (prompts and replies, often long) are not parsed
+                if '"unsent": [' not in line or '"unsent": []' in line:
+                    continue
+                try:
+                    unsent = json.loads(line).get("unsent")
+                except (json.JSONDecodeError, AttributeError):
+                    continue  # a line torn by a kill
+                if isinstance(unsent, list):
+                    counts.update(str(field) for field in unsent)
+    return dict(sorted(counts.items()))
 
 
 def _audit_fields(runs) -> dict[str, Any]:

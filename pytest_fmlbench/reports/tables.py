@@ -29,6 +29,7 @@ from .text import LiteralTable, print_whole, wrapped
 HEADERS = {
     "spread": "Spread", "uniqueness": "Uniq.", "reach": "Reach", "effective_dim": "Eff.dim",
     "val_test_gap": "Val-test gap", "valid_step_ratio": "Valid ratio", "llm_failed_calls": "Failed calls",
+    "llm_truncated_calls": "Cut-off replies",
     "step_completion_rate": "Steps done", "auc_steps": "AUC",
     "first_improvement_step": "1st impr.", "late_gain_fraction": "Late gain", "best_improvement_step": "Best step",
     "tokens_m": "Tok. (M)", "wall_clock_h": "Hours", "cost_usd": "Cost $",
@@ -37,7 +38,7 @@ GROUPS = {
     "Exploration": EXPLORATION,
     "Generalization": ("val_test_gap",),
     "Reliability": ("valid_step_ratio",),
-    "LLM failures": ("llm_failed_calls",),
+    "LLM failures": ("llm_failed_calls", "llm_truncated_calls"),
     "Efficiency": ("step_completion_rate", "auc_steps", "first_improvement_step", "late_gain_fraction",
                    "best_improvement_step"),
     "Cost": ("tokens_m", "wall_clock_h", "cost_usd"),

@@ -37,8 +37,9 @@ LATE_GAIN_EPS = 1e-12
 
 EXPLORATION = ("spread", "uniqueness", "reach", "effective_dim")
 PROCESS_COLUMNS = (
-    *EXPLORATION, "val_test_gap", "valid_step_ratio", "llm_failed_calls", "step_completion_rate", "auc_steps",
-    "first_improvement_step", "late_gain_fraction", "best_improvement_step", "tokens_m", "wall_clock_h", "cost_usd",
+    *EXPLORATION, "val_test_gap", "valid_step_ratio", "llm_failed_calls", "llm_truncated_calls",
+    "step_completion_rate", "auc_steps", "first_improvement_step", "late_gain_fraction", "best_improvement_step",
+    "tokens_m", "wall_clock_h", "cost_usd",
 )
 
 
@@ -179,6 +180,8 @@ def score_run(run: RunInput) -> dict[str, float | str]:
         "val_test_gap": gap, "valid_step_ratio": valid_ratio,
         # beyond the original's twelve: LLM calls that failed for good (NaN for the original's results)
         "llm_failed_calls": run.failed_calls if run.failed_calls is not None else NAN,
+        # beyond the original's twelve: replies cut off at their length limit (NaN for the original's results)
+        "llm_truncated_calls": run.truncated_calls if run.truncated_calls is not None else NAN,
         # beyond the original's twelve: steps used / step budget
         "step_completion_rate": completion, "auc_steps": auc,
         "first_improvement_step": first, "late_gain_fraction": late, "best_improvement_step": best_step,

@@ -52,6 +52,8 @@ class RunInput:
     cost_usd: float | None = None
     # LLM calls that failed for good (None where the source does not say: the original's results)
     failed_calls: float | None = None
+    # LLM replies cut off at their length limit (None where the source does not say: the original's results)
+    truncated_calls: float | None = None
     # the step budget the run was given (None where the source does not say: the original's results)
     steps_budget: int | None = None
     labels: list[str] = field(default_factory=list)
@@ -173,7 +175,8 @@ def from_record(record: RunRecord, steps: list[StepRecord], run_dir: Path | None
         steps=[StepView(s.success, s.metric) for s in steps], total_steps=record.steps_used,
         best_val=record.best_val, test=record.test_metric, test_reason=test_reason(record),
         tokens=float(record.usage.total_tokens), wall_s=record.wall_clock_s, cost_usd=record.usage.cost_usd,
-        failed_calls=float(record.llm_failed_calls), steps_budget=record.steps_budget, labels=labels(record),
+        failed_calls=float(record.llm_failed_calls), truncated_calls=float(record.llm_truncated_calls),
+        steps_budget=record.steps_budget, labels=labels(record),
         tested_baseline=record.test_on_baseline, source=str(run_dir or ""),
         snapshot_key=snapshot_key,
         load_snapshots=load_snapshots if store is not None and steps else None,
