@@ -165,6 +165,7 @@ class TaskItem(pytest.Item):
             "step_completion_rate": record.steps_used / record.steps_budget if record.steps_budget else "nan",
             "end_reason": record.end_reason or "none",
             "llm_failed_calls": record.llm_failed_calls,
+            "llm_truncated_calls": record.llm_truncated_calls,
             "tokens_total": record.usage.total_tokens,
             "cost_usd": "unknown" if record.usage.cost_usd is None else round(record.usage.cost_usd, 6),
             "wall_clock_s": round(record.wall_clock_s, 3), "integrity": record.integrity,
