@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import agents, baseline, compare, data, doctor, judge, report, score
+from . import agents, baseline, bundle, compare, data, doctor, judge, report, score, verify
 
 
 COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
@@ -18,6 +18,8 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     judge.COMMAND,
     doctor.COMMAND,
     baseline.COMMAND,
+    bundle.COMMAND,
+    verify.COMMAND,
 ]
 
 
@@ -32,6 +34,8 @@ EPILOG = """examples:
   fmlbench judge reports/fmlbench/runs --judge-model gpt-5.4   audit runs: signals, research and rule reviews
   fmlbench doctor                                what this machine can run: sandbox, GPUs, data, tools, keys
   fmlbench baseline --measure -k privacy_opacus_full   a full task's baseline measured here (source: measured)
+  fmlbench bundle last -o results.tar.zst        the last session, packed for anyone to verify offline
+  fmlbench verify results.tar.zst                hashes, integrity chains, tables re-scored; --rerun RUN
 
 'fmlbench COMMAND --help' describes one command."""
 

@@ -1,0 +1,80 @@
+"""``fmlbench verify results.tar.zst``: a bundle checked offline (hashes, each run's integrity chain, the
+tables re-scored from the records to 1e-9); ``--rerun RUN`` runs that run's final test again here. Ends
+with one line: ``verified``, or the first file and field that does not match."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bundle", type=Path, help="a bundle written by fmlbench bundle (or the folder it unpacks to)")
+    parser.add_argument("--rerun", metavar="RUN", action="append", default=[],
+                        help="also run this run's final test again here (its run id or folder name), on the task "
+                             "at its recorded fingerprint, and compare with the recorded value (repeatable)")
+    parser.add_argument("--tasks", type=Path, action="append", default=[], metavar="DIR",
+                        help="a folder of task folders for --rerun and the protected-file check (default: "
+                             "./task_suites and the package's)")
+    parser.add_argument("--no-sandbox", action="store_true", help="--rerun without the sandbox (marks the result)")
+    parser.add_argument("--data-root", type=Path, metavar="DIR",
+                        help="full-profile data for --rerun (default: $FMLBENCH_DATA or ~/.cache/fmlbench/data)")
+
+
+def _local_tasks(task_roots: list[Path], wanted: set[str]) -> dict[str, dict]:
+    """The tasks here that the bundle names, with their fingerprints and protected-file hashes."""
+    from ..bundle.pack import protected_hashes, task_sources
+
+    return {task_id: {"fingerprint": task.fingerprint, "protected": protected_hashes(task)}
+            for task_id, task in task_sources(task_roots, wanted).items()}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bundle import BundleError
+    from ..bundle.archive import extract
+    from ..bundle.check import Mismatch, verify_folder
+    from ..bundle.pack import default_task_roots
+    from ..bundle.rerun import find_run, rerun
+
+    task_roots = default_task_roots(args.tasks)
+    with tempfile.TemporaryDirectory(prefix="fmlbench-verify-") as scratch:
+        try:
+            if args.bundle.is_dir():
+                root = args.bundle
+                names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+            else:
+                root = Path(scratch)
+                names = extract(args.bundle, root)
+            try:
+                tasks = json.loads((root / "tasks.json").read_text())
+            except (OSError, ValueError):
+                tasks = {}
+            local = _local_tasks(task_roots, set(tasks) if isinstance(tasks, dict) else set())
+            count = verify_folder(root, names, print, local)
+        except BundleError as exc:
+            print(f"NOT verified: {exc}")
+            return 1
+        except Mismatch as exc:
+            print(f"NOT verified: {exc}")
+            return 1
+        print(f"verified: {len(names) - 1} files match MANIFEST.json, {count} run(s)' integrity chains hold, "
+              "the tables re-score to 1e-9")
+        failed = 0
+        runs = json.loads((root / "bundle.json").read_text())["runs"]
+        for wanted in args.rerun:
+            try:
+                outcome = rerun(root, find_run(root, runs, wanted), task_roots, sandboxed=not args.no_sandbox,
+                                data_root=args.data_root)
+            except BundleError as exc:
+                print(f"rerun {wanted}: {exc}")
+                failed += 1
+                continue
+            print(outcome.line() + (" [unsandboxed]" if args.no_sandbox else ""))
+            failed += not outcome.reproduced
+    return 1 if failed else 0
+
+
+COMMAND = ("verify", "check a bundle offline: hashes, integrity chains, tables re-scored; --rerun a final test",
+           add_arguments, run)
