@@ -177,6 +177,13 @@ def _changed_manifest(root: Path) -> str:
     return "session.json: sha256: "
 
 
+def _repacked(root: Path, bundle: Path) -> Path:
+    with writer(bundle) as tar:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            tar.add(path.relative_to(root).as_posix(), path.read_bytes())
+    return bundle
+
+
 @pytest.mark.parametrize("tamper", [_forged_test_metric, _changed_snapshot, _changed_snapshot_rehashed,
                                     _changed_table_cell, _removed_file, _extra_file, _changed_manifest],
                          ids=lambda f: f.__name__.strip("_"))
@@ -185,11 +192,7 @@ def test_each_change_is_named_in_one_line(bundled, capsys, tmp_path, tamper):
     root = tmp_path / "unpacked"
     extract(bundle, root)
     expected = tamper(root)
-    forged = tmp_path / "forged.tar.gz"
-    with writer(forged) as tar:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            tar.add(path.relative_to(root).as_posix(), path.read_bytes())
-    code, lines = verify(capsys, forged)
+    code, lines = verify(capsys, _repacked(root, tmp_path / "forged.tar.gz"))
     assert code == 1
     assert lines[-1].startswith(f"NOT verified: {expected}"), lines[-1]
     assert sum(line.startswith("NOT verified") for line in lines) == 1
@@ -211,3 +214,29 @@ def test_rerun_reproduces_the_recorded_test_value(bundled, capsys, tmp_path):
     code, lines = verify(capsys, bundle, "--rerun", run_id, "--tasks", str(changed))
     assert code == 1
     assert lines[-1].startswith(f"rerun {run_id}: task toy_task here ") and "the task changed since" in lines[-1]
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (OpenSSH) is not installed")
+def test_a_signed_bundle_verifies_with_its_authors_key_and_a_re_hashed_forgery_does_not(bundled, capsys, tmp_path):
+    project, _ = bundled
+    key = tmp_path / "author_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "author", "-f", str(key)], check=True)
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f"author@lab {key.with_suffix('.pub').read_text()}")
+    signed = tmp_path / "signed.tar.gz"
+    assert main(["bundle", "last", "-o", str(signed), "--fmlbench-out", str(project / "reports" / "fmlbench"),
+                 "--sign", str(key)]) == 0
+    trusted = ("--allowed-signers", str(signers), "--signer", "author@lab")
+    code, lines = verify(capsys, signed, *trusted)
+    assert code == 0, lines
+    assert lines[0] == "signature: good, MANIFEST.json signed by author@lab (ssh-keygen -Y verify)"
+    assert verify(capsys, signed)[1][0] == "signature: present, not checked (give --allowed-signers FILE --signer ID)"
+
+    # a forger who rewrote a record and recomputed its hash in the manifest cannot sign the new manifest
+    root = tmp_path / "unpacked"
+    extract(signed, root)
+    _forged_test_metric(root)
+    code, lines = verify(capsys, _repacked(root, tmp_path / "forged.tar.gz"), *trusted)
+    assert code == 1
+    assert lines[-1].startswith("NOT verified: MANIFEST.json.sig: signature: does not verify MANIFEST.json for "
+                                "'author@lab'"), lines[-1]

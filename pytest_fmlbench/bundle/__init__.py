@@ -11,6 +11,9 @@ from __future__ import annotations
 FORMAT = "fmlbench-bundle"
 FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
+# an SSH signature of the manifest (ssh-keygen -Y sign), where the author signed the bundle
+SIGNATURE = "MANIFEST.json.sig"
+SIGNATURE_NAMESPACE = "fmlbench-bundle"
 
 
 class BundleError(Exception):

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import shlex
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from ..evalkit import EvalResult
 from ..record import RecordUnreadable, RunRecord, RunStore, StepRecord, files_sha256
 from ..scoring.metrics import EXPLORATION
-from . import FORMAT, MANIFEST, BundleError
+from . import FORMAT, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
 
 TOLERANCE = 1e-9
 # folders of a run the search phase must never have bound into its sandbox
@@ -100,7 +101,7 @@ def check_manifest(root: Path, names: list[str]) -> dict[str, Any]:
             not isinstance(manifest.get("files"), dict):
         raise Mismatch(MANIFEST, "format", f"not an {FORMAT} manifest")
     listed: dict[str, str] = manifest["files"]
-    present = {name for name in names if name != MANIFEST}
+    present = {name for name in names if name not in (MANIFEST, SIGNATURE)}
     for name in sorted(present | set(listed)):
         if name not in listed:
             raise Mismatch(name, "(file)", f"not listed in {MANIFEST} (a file added after bundling)")
@@ -353,8 +354,34 @@ def check_tables(root: Path, run_dirs: list[Path], run_names: list[str]) -> None
             raise Mismatch("summary.json", found[0], f"the author's {found[1]!r}, re-scored {found[2]!r}")
 
 
-def verify_folder(root: Path, names: list[str], say: Callable[[str], None], local_tasks: dict[str, Any]) -> int:
+def check_signature(root: Path, allowed_signers: Path | None, signer: str | None) -> str:
+    """The manifest's SSH signature checked with ``ssh-keygen -Y verify`` against the reviewer's allowed signers
+    file; one line saying what was checked."""
+    signature = root / SIGNATURE
+    if allowed_signers is None:
+        return ("signature: present, not checked (give --allowed-signers FILE --signer ID)" if signature.is_file()
+                else "signature: none (the bundle is not signed)")
+    if not signature.is_file():
+        raise Mismatch(SIGNATURE, "(file)", "missing: the bundle is not signed")
+    command = ["ssh-keygen", "-Y", "verify", "-f", str(allowed_signers), "-I", signer or "", "-n",
+               SIGNATURE_NAMESPACE, "-s", str(signature)]
+    try:
+        with open(root / MANIFEST, "rb") as message:
+            done = subprocess.run(command, stdin=message, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise Mismatch(MANIFEST, "(file)", "missing") from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BundleError(f"cannot run ssh-keygen to check the signature: {exc}") from None
+    if done.returncode != 0:
+        why = " ".join((done.stderr or done.stdout).split())[:300] or f"exit status {done.returncode}"
+        raise Mismatch(SIGNATURE, "signature", f"does not verify {MANIFEST} for {signer!r} ({why})")
+    return f"signature: good, {MANIFEST} signed by {signer} (ssh-keygen -Y verify)"
+
+
+def verify_folder(root: Path, names: list[str], say: Callable[[str], None], local_tasks: dict[str, Any],
+                  allowed_signers: Path | None = None, signer: str | None = None) -> int:
     """Check an extracted bundle; returns the number of runs checked, raises Mismatch at the first difference."""
+    say(check_signature(root, allowed_signers, signer))
     manifest = check_manifest(root, names)
     info = _read_json(root, "bundle.json")
     tasks = _read_json(root, "tasks.json")

@@ -20,6 +20,8 @@ import hashlib
 import json
 import os
 import platform
+import subprocess
+import tempfile
 from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import metadata
@@ -32,7 +34,7 @@ from ..integrity import Manifest
 from ..llm.redact import MASK, redact
 from ..record import RecordUnreadable, RunStore
 from ..spec import Task, TaskSpecError, load_task
-from . import FORMAT, FORMAT_VERSION, MANIFEST, BundleError
+from . import FORMAT, FORMAT_VERSION, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
 from .archive import writer
 
 # files of a run folder that enter as they are (redacted); others are left out, with the reason below
@@ -215,8 +217,9 @@ def _run_name(run_dir: str) -> str:
 
 def bundle(session_ref: str, output: Path, *, out_dir: Path, task_roots: list[Path] | None = None,
            progress: Callable[[int, int, str], None] | None = None,
-           environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """Write the bundle of one saved session to ``output``; returns its manifest."""
+           environ: dict[str, str] | None = None, sign_key: Path | None = None) -> dict[str, Any]:
+    """Write the bundle of one saved session to ``output``; returns its manifest. With ``sign_key`` (an SSH
+    private key), the manifest is signed with ``ssh-keygen -Y sign`` beside it."""
     session_path = find_session(session_ref, out_dir)
     try:
         session = load(session_path)
@@ -292,8 +295,28 @@ def bundle(session_ref: str, output: Path, *, out_dir: Path, task_roots: list[Pa
         manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "files": dict(sorted(files.items())),
                     "never_included": NEVER, "left_out_reasons": LEFT_OUT_REASONS,
                     "left_out": left_out, "redacted": redacted}
-        tar.add(MANIFEST, _json(manifest))
+        manifest_bytes = _json(manifest)
+        tar.add(MANIFEST, manifest_bytes)
+        if sign_key is not None:
+            tar.add(SIGNATURE, sign(manifest_bytes, sign_key))
     return manifest
+
+
+def sign(data: bytes, key: Path) -> bytes:
+    """An SSH signature of ``data`` (``ssh-keygen -Y sign``, namespace fmlbench-bundle) with the user's key."""
+    with tempfile.TemporaryDirectory(prefix="fmlbench-sign-") as scratch:
+        message = Path(scratch) / MANIFEST
+        message.write_bytes(data)
+        try:
+            done = subprocess.run(["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", SIGNATURE_NAMESPACE,
+                                   str(message)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise BundleError(f"cannot sign with ssh-keygen: {exc}") from None
+        signature = message.with_name(MANIFEST + ".sig")
+        if done.returncode != 0 or not signature.is_file():
+            why = (done.stderr.strip().splitlines() or ["no signature written"])[-1]
+            raise BundleError(f"ssh-keygen -Y sign with {key} failed: {why}")
+        return signature.read_bytes()
 
 
 def _file_sha256(path: Path) -> str:

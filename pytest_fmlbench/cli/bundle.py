@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=Path, action="append", default=[], metavar="DIR",
                         help="a folder of task folders, searched first for the tasks' protected-file hashes "
                              "(default: ./task_suites and the package's)")
+    parser.add_argument("--sign", type=Path, metavar="KEY",
+                        help="sign the manifest with this SSH private key (ssh-keygen -Y sign, namespace "
+                             "fmlbench-bundle); reviewers check it with fmlbench verify --allowed-signers")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             manifest = bundle(args.session, args.output, out_dir=args.fmlbench_out, task_roots=args.tasks,
-                              progress=progress)
+                              progress=progress, sign_key=args.sign)
         except BundleError as exc:
             print(f"fmlbench: {exc}", file=sys.stderr)
             return 2
@@ -45,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: {len(manifest['files'])} files and {MANIFEST} (their SHA-256s); "
           f"{left} file(s) left out as the manifest says (private data, the hidden split, task data)"
           + (f"; secrets masked in {len(manifest['redacted'])} file(s)" if manifest["redacted"] else ""))
+    if args.sign:
+        print(f"signed {MANIFEST} with {args.sign} (ssh-keygen -Y sign, namespace fmlbench-bundle)")
     print(f"check it anywhere with: fmlbench verify {args.output}")
     return 0
 

@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=Path, action="append", default=[], metavar="DIR",
                         help="a folder of task folders for --rerun and the protected-file check (default: "
                              "./task_suites and the package's)")
+    parser.add_argument("--allowed-signers", type=Path, metavar="FILE",
+                        help="an ssh allowed_signers file: the bundle must be signed (fmlbench bundle --sign) by "
+                             "--signer's key in it")
+    parser.add_argument("--signer", metavar="ID", help="the signer's identity in the allowed signers file")
     parser.add_argument("--no-sandbox", action="store_true", help="--rerun without the sandbox (marks the result)")
     parser.add_argument("--data-root", type=Path, metavar="DIR",
                         help="full-profile data for --rerun (default: $FMLBENCH_DATA or ~/.cache/fmlbench/data)")
@@ -32,7 +36,7 @@ def _local_tasks(task_roots: list[Path], wanted: set[str]) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bundle import BundleError
+    from ..bundle import MANIFEST, SIGNATURE, BundleError
     from ..bundle.archive import extract
     from ..bundle.check import Mismatch, verify_folder
     from ..bundle.pack import default_task_roots
@@ -52,14 +56,15 @@ def run(args: argparse.Namespace) -> int:
             except (OSError, ValueError):
                 tasks = {}
             local = _local_tasks(task_roots, set(tasks) if isinstance(tasks, dict) else set())
-            count = verify_folder(root, names, print, local)
+            count = verify_folder(root, names, print, local, args.allowed_signers, args.signer)
         except BundleError as exc:
             print(f"NOT verified: {exc}")
             return 1
         except Mismatch as exc:
             print(f"NOT verified: {exc}")
             return 1
-        print(f"verified: {len(names) - 1} files match MANIFEST.json, {count} run(s)' integrity chains hold, "
+        listed = len([name for name in names if name not in (MANIFEST, SIGNATURE)])
+        print(f"verified: {listed} files match MANIFEST.json, {count} run(s)' integrity chains hold, "
               "the tables re-score to 1e-9")
         failed = 0
         runs = json.loads((root / "bundle.json").read_text())["runs"]
