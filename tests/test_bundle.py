@@ -198,11 +198,13 @@ def test_each_change_is_named_in_one_line(bundled, capsys, tmp_path, tamper):
     assert sum(line.startswith("NOT verified") for line in lines) == 1
 
 
-def test_rerun_reproduces_the_recorded_test_value(bundled, capsys, tmp_path):
+def test_rerun_reproduces_the_recorded_test_value_and_the_report_opens_from_the_bundle(bundled, capsys, tmp_path):
     project, bundle = bundled
     run_id = json.loads(next(project.glob("reports/fmlbench/runs/toy_task/*seed1*/record.json")).read_text())["run_id"]
-    code, lines = verify(capsys, bundle, "--rerun", run_id, "--tasks", str(project))
+    page = tmp_path / "report.html"
+    code, lines = verify(capsys, bundle, "--rerun", run_id, "--tasks", str(project), "--html", str(page))
     assert code == 0, lines
+    assert lines[-2] == f"wrote {page}" and "toy_task" in page.read_text()
     assert "(toy_task seed 1): test accuracy 0.8566666666666667, recorded 0.8566666666666667, difference 0 " \
            "(reproduced" in lines[-1]
 

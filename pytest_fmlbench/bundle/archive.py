@@ -112,3 +112,4 @@ def extract(path: Path, into: Path) -> list[str]:
                 raise BundleError(f"{path}: not a readable bundle ({exc})") from None
             raise
     return names
+

@@ -135,7 +135,7 @@ class RunCheck:
         except RecordUnreadable as exc:
             where = "record.json" if exc.path.name == "record.json" else "steps.jsonl"
             raise Mismatch(self.file(where), f"line {exc.line}" if exc.line else "(file)", exc.reason) from None
-        self._snapshots(store, steps)
+        self._snapshots(store, record, steps)
         self._best(record, steps)
         files = self._final_code(store, record, steps)
         self._final_verdict(record)
@@ -145,12 +145,15 @@ class RunCheck:
         self.findings.append(self._hidden_split(record, steps))
         return record
 
-    def _snapshots(self, store: RunStore, steps: list[StepRecord]) -> None:
-        for line, step in enumerate(steps, start=1):
-            where = f"line {line} (step {step.step}) snapshot_sha256"
+    def _snapshots(self, store: RunStore, record: RunRecord, steps: list[StepRecord]) -> None:
+        named = [("steps.jsonl", f"line {line} (step {step.step}) snapshot_sha256", step)
+                 for line, step in enumerate(steps, start=1)]
+        if record.baseline_run is not None:
+            named.insert(0, ("record.json", "baseline_run.snapshot_sha256", record.baseline_run))
+        for source, where, step in named:
             path = self.dir / step.snapshot
             if not path.is_file():
-                raise Mismatch(self.file("steps.jsonl"), where, f"names {step.snapshot}, which the bundle lacks")
+                raise Mismatch(self.file(source), where, f"names {step.snapshot}, which the bundle lacks")
             try:
                 files = store.read_snapshot(step.snapshot)
             except (OSError, ValueError):
@@ -161,8 +164,8 @@ class RunCheck:
                                          "hash is not checkable")
                     continue
                 raise Mismatch(self.file(step.snapshot), "(code)", f"hashes to {files_sha256(files)[:16]}..., "
-                               f"steps.jsonl {where} names {step.snapshot_sha256[:16]}...")
-        self.findings.append(f"{len(steps)} step snapshot(s) match the hashes their steps name")
+                               f"{source} {where} names {step.snapshot_sha256[:16]}...")
+        self.findings.append(f"{len(named)} snapshot(s) match the hashes their steps name")
 
     def _best(self, record: RunRecord, steps: list[StepRecord]) -> None:
         if record.best_step is None:

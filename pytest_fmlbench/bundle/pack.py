@@ -37,9 +37,7 @@ from ..spec import Task, TaskSpecError, load_task
 from . import FORMAT, FORMAT_VERSION, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
 from .archive import writer
 
-# files of a run folder that enter as they are (redacted); others are left out, with the reason below
-_RUN_FILES = ("record.json", "steps.jsonl", "llm_calls.jsonl")
-_RUN_FOLDERS = ("snapshots", "logs", "final/verdicts", "search/verdicts", "final/workspace")
+# what of a run folder is left out, and why (everything else enters, secrets masked)
 LEFT_OUT_REASONS = {
     "private": "the evaluator's private data (the hidden split's labels, the seed that draws it): never published, "
                "a later run would see the answers",
@@ -81,10 +79,11 @@ def find_session(ref: str, out_dir: Path) -> Path:
 def _classify(rel: str, size: int) -> str | None:
     """None when a run folder's file enters the bundle, else the key of the reason it is left out."""
     parts = rel.split("/")
-    if rel in _RUN_FILES or (parts[0] in ("snapshots", "logs")):
-        return None
     if parts[-1] == ".lock" or parts[-1].endswith(".tmp"):
         return "lock"
+    # the run folder's own files are the harness's: the record, steps, LLM and judge transcripts
+    if len(parts) == 1 or parts[0] in ("snapshots", "logs"):
+        return None
     if len(parts) > 1 and parts[1] == "private":
         return "private"
     if len(parts) > 1 and parts[1] in ("out", "evidence"):

@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=Path, action="append", default=[], metavar="DIR",
                         help="a folder of task folders for --rerun and the protected-file check (default: "
                              "./task_suites and the package's)")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="once verified, write the bundled runs' HTML report here (the page the author read; "
+                             "exploration metrics off)")
     parser.add_argument("--allowed-signers", type=Path, metavar="FILE",
                         help="an ssh allowed_signers file: the bundle must be signed (fmlbench bundle --sign) by "
                              "--signer's key in it")
@@ -47,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.bundle.is_dir():
                 root = args.bundle
+                links = [p for p in root.rglob("*") if p.is_symlink()]
+                if links:
+                    raise BundleError(f"{links[0]}: a link in the bundle's folder, refused")
                 names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
             else:
                 root = Path(scratch)
@@ -66,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
         listed = len([name for name in names if name not in (MANIFEST, SIGNATURE)])
         print(f"verified: {listed} files match MANIFEST.json, {count} run(s)' integrity chains hold, "
               "the tables re-score to 1e-9")
+        if args.html:
+            from ..reports.html import write_html
+            from ..reports.runs import find_run_dirs, load_runs
+
+            print(f"wrote {write_html(load_runs(find_run_dirs(root / 'runs')), args.html, encoder=None)}")
         failed = 0
         runs = json.loads((root / "bundle.json").read_text())["runs"]
         for wanted in args.rerun:
