@@ -271,6 +271,8 @@ METRIC_SOURCES: dict[str, tuple[str, str]] = {
     "val_test_gap": ("FML-bench, compute_agent_metrics.py", "pytest_fmlbench.scoring.metrics:score_run"),
     "valid_step_ratio": ("FML-bench, compute_agent_metrics.py", "pytest_fmlbench.scoring.metrics:score_run"),
     "llm_failed_calls": ("this project (beyond the original's twelve)", "pytest_fmlbench.scoring.metrics:score_run"),
+    "llm_truncated_calls": ("this project (beyond the original's twelve)",
+                            "pytest_fmlbench.scoring.metrics:score_run"),
     "step_completion_rate": ("this project (beyond the original's twelve)",
                              "pytest_fmlbench.scoring.metrics:score_run"),
     "auc_steps": ("FML-bench, compute_agent_metrics.py", "pytest_fmlbench.scoring.metrics:improvement_curve"),
