@@ -18,7 +18,7 @@ from llm.fake_llm import Say, Seen
 from llm.fixtures import api_keys, fake_llm  # noqa: F401 (fixtures)
 from scripted_coder import ScriptedCoder, kind_of
 
-from pytest_fmlbench.reports.summary import SessionSummary
+from pytest_fmlbench.reports.summary import SessionSummary, unsent_sampling
 
 STEPS = 2
 
@@ -61,3 +61,16 @@ def test_cut_off_replies_are_counted_in_the_record_junit_and_table_and_unsent_fi
     (tables,) = summary.tables
     assert tables.llm_unsent == {"seed": STEPS}
     assert tables.process_metrics[0].values.llm_truncated_calls == STEPS
+
+
+def test_the_unsent_fields_are_read_from_the_ledgers_fields_alone(tmp_path):
+    # a reply quoting the field is text, not a field; a line torn by a kill and a run without a ledger add nothing
+    run, bare = tmp_path / "run", tmp_path / "bare"
+    run.mkdir()
+    bare.mkdir()
+    calls = [{"purpose": "idea", "text": 'say "unsent": ["seed"]', "unsent": ["seed", "temperature"]},
+             {"purpose": "edit", "text": '"unsent": ["max_output_tokens"]', "unsent": []},
+             {"purpose": "tool", "via": "gateway", "text": "no such field"}]
+    lines = [json.dumps(call, ensure_ascii=False) for call in calls]
+    (run / "llm_calls.jsonl").write_text("\n".join(lines) + "\n" + lines[0][:40])
+    assert unsent_sampling([str(run), str(bare), ""]) == {"seed": 1, "temperature": 1}
