@@ -242,3 +242,22 @@ def test_a_signed_bundle_verifies_with_its_authors_key_and_a_re_hashed_forgery_d
     assert code == 1
     assert lines[-1].startswith("NOT verified: MANIFEST.json.sig: signature: does not verify MANIFEST.json for "
                                 "'author@lab'"), lines[-1]
+
+
+def test_a_run_whose_search_could_reach_the_hidden_split_is_listed_so(bundled, capsys, tmp_path):
+    _, bundle = bundled
+    root = tmp_path / "unpacked"
+    extract(bundle, root)
+    runs = sorted(p.relative_to(root).as_posix() for p in root.glob("runs/toy_task/*"))
+    check_log = root / runs[0] / "logs" / "search_sandbox_check.log"
+    text = check_log.read_text()
+    check_log.write_text(text.replace("$ bwrap ", f"$ bwrap --ro-bind {root / runs[0]}/final/private /private ", 1))
+    _rehash(root, f"{runs[0]}/logs/search_sandbox_check.log")
+    (root / runs[1] / "logs" / "search_sandbox_check.log").write_text("[]\n")
+    _rehash(root, f"{runs[1]}/logs/search_sandbox_check.log")
+    code, lines = verify(capsys, _repacked(root, tmp_path / "open.tar.gz"))
+    hidden = [line.strip() for line in lines if "hidden split:" in line]
+    assert hidden[0].startswith(f"hidden split: REACHABLE: the search's sandbox bound {root / runs[0]}/final/private")
+    assert hidden[1] == ("hidden split: NOT shown out of reach: logs/search_sandbox_check.log holds no sandbox "
+                         "command line")
+    assert code == 0, lines[-1]  # findings about the runs; the bundle itself is what its author wrote
