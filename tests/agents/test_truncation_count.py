@@ -2,10 +2,11 @@
 and the Process-Level table; and the sampling fields that calls asked for but did not send, summed in
 ``session.json``.
 
-The first test runs one child pytest over the loopback server, on the toy task: Autoresearch makes one idea call (asking for
-temperature 0.75, 8,192 tokens and seed 0) and one editor call (asking for none of them) per step. The model is
-a Llama on the user's own server, whose family FML-bench's llm.py sends no seed: every idea call goes without
-its seed. Each editor reply ends on the length limit (``finish_reason: length``) after a whole edit.
+The first test runs one child pytest over the loopback server, on the toy task: Autoresearch makes one idea
+call (asking for temperature 0.75, 8,192 tokens and seed 0) and one editor call (asking for none of them) per
+step. The model is a Llama on the user's own server, whose family FML-bench's llm.py sends no seed: every idea
+call goes without its seed. Each editor reply ends on the length limit (``finish_reason: length``) after a
+whole edit.
 """
 
 from __future__ import annotations
