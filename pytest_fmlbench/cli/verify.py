@@ -45,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
     from ..bundle.pack import default_task_roots
     from ..bundle.rerun import find_run, rerun
 
+    from ..safe_text import printable
+
+    def say(line: str) -> None:
+        # a bundle is another party's data: its words (a run's refusals, a forged field) never steer the terminal
+        print(printable(line, limit=1000))
+
     task_roots = default_task_roots(args.tasks)
     with tempfile.TemporaryDirectory(prefix="fmlbench-verify-") as scratch:
         try:
@@ -62,12 +68,9 @@ def run(args: argparse.Namespace) -> int:
             except (OSError, ValueError):
                 tasks = {}
             local = _local_tasks(task_roots, set(tasks) if isinstance(tasks, dict) else set())
-            count = verify_folder(root, names, print, local, args.allowed_signers, args.signer)
-        except BundleError as exc:
-            print(f"NOT verified: {exc}")
-            return 1
-        except Mismatch as exc:
-            print(f"NOT verified: {exc}")
+            count = verify_folder(root, names, say, local, args.allowed_signers, args.signer)
+        except (BundleError, Mismatch) as exc:
+            say(f"NOT verified: {exc}")
             return 1
         listed = len([name for name in names if name not in (MANIFEST, SIGNATURE)])
         print(f"verified: {listed} files match MANIFEST.json, {count} run(s)' integrity chains hold, "
@@ -84,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
                 outcome = rerun(root, find_run(root, runs, wanted), task_roots, sandboxed=not args.no_sandbox,
                                 data_root=args.data_root)
             except BundleError as exc:
-                print(f"rerun {wanted}: {exc}")
+                say(f"rerun {wanted}: {exc}")
                 failed += 1
                 continue
-            print(outcome.line() + (" [unsandboxed]" if args.no_sandbox else ""))
+            say(outcome.line() + (" [unsandboxed]" if args.no_sandbox else ""))
             failed += not outcome.reproduced
     return 1 if failed else 0
 
