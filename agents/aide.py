@@ -31,8 +31,7 @@ node buggy; an LLM review after each run (``review=true``) writes the summary an
 run buggy; both kinds of call at aideml's temperature, 0.5.
 
 Metrics appear in full, as the port prints a float. Where ``variant=port`` still differs from the port:
-the editor calls are capped at ``max_output_tokens`` (the port's editor sends no cap); the policy draws
-from the run's seeded RNG (the port: Python's global one); with no good node at the end the harness
+the policy draws from the run's seeded RNG (the port: Python's global one); with no good node at the end the harness
 tests the baseline code (the port runs no test); and the shared editor's own differences (its module).
 """
 
