@@ -153,6 +153,18 @@ def _changed_snapshot_rehashed(root: Path) -> str:
     return f"{run}/snapshots/step_0001.json: (code): hashes to "
 
 
+def _snapshot_outside_the_run(root: Path) -> str:
+    run = _record(root)
+    steps = root / run / "steps.jsonl"
+    first, *rest = steps.read_text().splitlines()
+    step = json.loads(first)
+    step["snapshot"] = "../../../session.json"
+    steps.write_text("\n".join([json.dumps(step), *rest]) + "\n")
+    _rehash(root, f"{run}/steps.jsonl")
+    return (f"{run}/steps.jsonl: line 1 (step 1) snapshot_sha256: names '../../../session.json', outside the "
+            "run's folder")
+
+
 def _changed_table_cell(root: Path) -> str:
     _edit_json(root / "tables.json", lambda t: t["tables"][0]["normalized_improvement"][0].update(ni=0.5))
     _rehash(root, "tables.json")
@@ -185,7 +197,8 @@ def _repacked(root: Path, bundle: Path) -> Path:
 
 
 @pytest.mark.parametrize("tamper", [_forged_test_metric, _changed_snapshot, _changed_snapshot_rehashed,
-                                    _changed_table_cell, _removed_file, _extra_file, _changed_manifest],
+                                    _snapshot_outside_the_run, _changed_table_cell, _removed_file, _extra_file,
+                                    _changed_manifest],
                          ids=lambda f: f.__name__.strip("_"))
 def test_each_change_is_named_in_one_line(bundled, capsys, tmp_path, tamper):
     _, bundle = bundled

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shlex
 import subprocess
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from ..scoring.metrics import EXPLORATION
 from . import FORMAT, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
 
 TOLERANCE = 1e-9
+# a run's folder in a bundle: one task folder, one run folder, no way out of the bundle
+RUN_NAME = re.compile(r"^runs/(?!\.\.?/)[^/\\]+/(?!\.\.?$)[^/\\]+$")
 # folders of a run the search phase must never have bound into its sandbox
 _OUT_OF_REACH = ("private", "verdicts", "evidence", "final")
 
@@ -127,6 +130,13 @@ class RunCheck:
     def file(self, rel: str) -> str:
         return f"{self.name}/{rel}"
 
+    def inside(self, rel: str, file: str, field: str) -> Path:
+        """A path that ``file``'s ``field`` names, refused where it leads out of the run's folder."""
+        path = (self.dir / rel).resolve()
+        if not path.is_relative_to(self.dir.resolve()):
+            raise Mismatch(file, field, f"names {rel!r}, outside the run's folder")
+        return path
+
     def run(self) -> RunRecord:
         store = RunStore(self.dir)
         try:
@@ -151,7 +161,7 @@ class RunCheck:
         if record.baseline_run is not None:
             named.insert(0, ("record.json", "baseline_run.snapshot_sha256", record.baseline_run))
         for source, where, step in named:
-            path = self.dir / step.snapshot
+            path = self.inside(step.snapshot, self.file(source), where)
             if not path.is_file():
                 raise Mismatch(self.file(source), where, f"names {step.snapshot}, which the bundle lacks")
             try:
@@ -186,11 +196,11 @@ class RunCheck:
             snapshot, which = record.baseline_snapshot, "the baseline's code"
         else:
             snapshot, which = best.snapshot, f"step {best.step}'s code"
-        if not snapshot or not (self.dir / snapshot).is_file():
+        if not snapshot or not self.inside(snapshot, self.file("record.json"), "baseline_snapshot").is_file():
             raise Mismatch(self.file("record.json"), "best_step", f"names {which}, whose snapshot the bundle lacks")
         files = store.read_snapshot(snapshot)
         for rel, text in sorted(files.items()):
-            final = self.dir / "final" / "workspace" / rel
+            final = self.inside(f"final/workspace/{rel}", self.file(snapshot), "(code)")
             if not final.is_file():
                 raise Mismatch(self.file(f"final/workspace/{rel}"), "(file)", f"missing: the final test's copy of "
                                f"{which} ({snapshot})")
@@ -227,7 +237,7 @@ class RunCheck:
 
     def _protected(self, record: RunRecord, files: dict[str, str] | None) -> None:
         entry = self.tasks.get(record.task, {}).get("fingerprints", {}).get(record.task_fingerprint)
-        if entry is None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("protected", {}), dict):
             raise Mismatch("tasks.json", f"{record.task}.fingerprints",
                            f"lacks {record.task_fingerprint[:12]}..., the fingerprint {self.file('record.json')} names")
         local = self.local_tasks.get(record.task)
@@ -248,7 +258,7 @@ class RunCheck:
             if tree != "workspace":
                 continue
             name = self.file(f"final/workspace/{rel}")
-            path = self.root / name
+            path = self.inside(f"final/workspace/{rel}", "tasks.json", f"{record.task}.protected")
             actual = _sha256(path) if path.is_file() else self.left_out.get(name, {}).get("sha256")
             if actual is None:
                 raise Mismatch(name, "(file)", f"missing: protected file {rel} of the final test's workspace")
@@ -390,7 +400,12 @@ def verify_folder(root: Path, names: list[str], say: Callable[[str], None], loca
     manifest = check_manifest(root, names)
     info = _read_json(root, "bundle.json")
     tasks = _read_json(root, "tasks.json")
-    runs: dict[str, str] = info.get("runs", {}) if isinstance(info, dict) else {}
+    runs = info.get("runs") if isinstance(info, dict) else None
+    if not isinstance(runs, dict) or not all(isinstance(v, str) and RUN_NAME.match(str(k)) for k, v in runs.items()):
+        raise Mismatch("bundle.json", "runs", "not a mapping of run folders (runs/<task>/<run>) to run ids")
+    if not isinstance(tasks, dict) or not all(isinstance(v, dict) and isinstance(v.get("fingerprints"), dict)
+                                              for v in tasks.values()):
+        raise Mismatch("tasks.json", "(file)", "not a mapping of tasks to their fingerprints")
     present = sorted({"/".join(name.split("/")[:3]) for name in names if name.startswith("runs/")
                       and name.endswith("/record.json")})
     for name in present:
