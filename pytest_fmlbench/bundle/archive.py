@@ -16,6 +16,8 @@ SUFFIXES = (".tar.zst", ".tzst", ".tar.gz", ".tgz", ".tar.xz", ".tar")
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # a file of a bundle is a record, a log or code: anything larger is refused, not read into memory
 MAX_MEMBER_BYTES = 512 << 20
+# and the whole bundle unpacked: a compressed bundle that would fill the verifier's disk is refused
+MAX_TOTAL_BYTES = 64 << 30
 
 
 def _zstandard():
@@ -86,6 +88,7 @@ def extract(path: Path, into: Path) -> list[str]:
         else:
             stream, mode = raw, "r|*"
         names: list[str] = []
+        total = 0
         try:
             with tarfile.open(fileobj=stream, mode=mode) as tar:
                 for member in tar:
@@ -96,6 +99,9 @@ def extract(path: Path, into: Path) -> list[str]:
                         raise BundleError(f"{name}: not a plain file (a link or a device), refused")
                     if member.size > MAX_MEMBER_BYTES:
                         raise BundleError(f"{name}: {member.size} bytes, more than a bundle's file may hold")
+                    total += member.size
+                    if total > MAX_TOTAL_BYTES:
+                        raise BundleError(f"{path}: unpacks to more than {MAX_TOTAL_BYTES >> 30} GiB, refused")
                     if name in names:
                         raise BundleError(f"{name}: in the bundle twice")
                     target = into / name

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evalkit import EvalResult
+from ..llm.redact import MASK
 from ..record import RecordUnreadable, RunRecord, RunStore, StepRecord, files_sha256
 from ..scoring.metrics import EXPLORATION
 from . import FORMAT, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
@@ -130,6 +131,12 @@ class RunCheck:
     def file(self, rel: str) -> str:
         return f"{self.name}/{rel}"
 
+    def masked(self, rel: str) -> bool:
+        """Whether the file had a secret masked at bundling (it then differs from what its hash was taken of):
+        the manifest says so, and the mask is in it."""
+        path = self.dir / rel
+        return self.file(rel) in self.redacted and path.is_file() and MASK.encode() in path.read_bytes()
+
     def inside(self, rel: str, file: str, field: str) -> Path:
         """A path that ``file``'s ``field`` names, refused where it leads out of the run's folder."""
         path = (self.dir / rel).resolve()
@@ -169,7 +176,7 @@ class RunCheck:
             except (OSError, ValueError):
                 raise Mismatch(self.file(step.snapshot), "(file)", "not a readable snapshot") from None
             if files_sha256(files) != step.snapshot_sha256:
-                if self.file(step.snapshot) in self.redacted:
+                if self.masked(step.snapshot):
                     self.findings.append(f"step {step.step}: its snapshot held a secret, masked at bundling: its "
                                          "hash is not checkable")
                     continue
@@ -205,7 +212,7 @@ class RunCheck:
                 raise Mismatch(self.file(f"final/workspace/{rel}"), "(file)", f"missing: the final test's copy of "
                                f"{which} ({snapshot})")
             if final.read_text(encoding="utf-8", errors="surrogateescape") != text:
-                if self.file(f"final/workspace/{rel}") in self.redacted:
+                if self.masked(f"final/workspace/{rel}"):
                     continue
                 raise Mismatch(self.file(f"final/workspace/{rel}"), "(code)",
                                f"differs from {which} ({snapshot}), the code the record's final test names")
