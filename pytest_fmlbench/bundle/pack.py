@@ -17,6 +17,7 @@ experiments (keys, tokens) and any text shaped like a provider key are masked in
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -282,7 +283,8 @@ def bundle(session_ref: str, output: Path, *, out_dir: Path, task_roots: list[Pa
     total = len(top) + len(entering)
     with writer(output) as tar:
         done = 0
-        for name, data in [*top.items(), *((name, path.read_bytes()) for name, path in entering)]:
+        # one file in memory at a time: a large session streams through
+        for name, data in itertools.chain(top.items(), ((name, path.read_bytes()) for name, path in entering)):
             data, changed = _masked(data, secrets)
             if changed:
                 redacted.append(name)
