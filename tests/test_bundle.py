@@ -4,6 +4,7 @@ check reads that bundle, or a copy with one thing changed in it."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,8 @@ def test_a_bundle_verifies_and_says_what_it_left_out(bundled, capsys, tmp_path):
     assert code == 0, lines
     assert lines[-1].startswith("verified: ") and "2 run(s)" in lines[-1]
     assert sum(line.startswith("run toy_task/tuned__none__seed") for line in lines) == 2
+    assert re.fullmatch(r"left out at bundling \(MANIFEST.json's left_out\): data \d+, outputs \d+, private \d+, "
+                        r"search workspace \d+; secrets masked in 2 file\(s\)", lines[1]), lines[1]
     assert lines.count("  sandbox refused: nothing") == 2
     hidden = [line for line in lines if "hidden split:" in line]
     assert len(hidden) == 2 and all("not reached, by construction" in line and "logs/search_sandbox_check.log" in line

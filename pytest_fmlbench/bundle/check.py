@@ -400,11 +400,23 @@ def check_signature(root: Path, allowed_signers: Path | None, signer: str | None
     return f"signature: good, {MANIFEST} signed by {signer} (ssh-keygen -Y verify)"
 
 
+def left_out_line(manifest: dict[str, Any]) -> str:
+    """What the author's bundle says it left out, counted by reason."""
+    counts: dict[str, int] = {}
+    for entry in manifest.get("left_out", []):
+        why = str(entry.get("why", "?")) if isinstance(entry, dict) else "?"
+        counts[why] = counts.get(why, 0) + 1
+    parts = ", ".join(f"{why} {count}" for why, count in sorted(counts.items())) or "nothing"
+    masked = len(manifest.get("redacted", []))
+    return f"left out at bundling (MANIFEST.json's left_out): {parts}; secrets masked in {masked} file(s)"
+
+
 def verify_folder(root: Path, names: list[str], say: Callable[[str], None], local_tasks: dict[str, Any],
                   allowed_signers: Path | None = None, signer: str | None = None) -> int:
     """Check an extracted bundle; returns the number of runs checked, raises Mismatch at the first difference."""
     say(check_signature(root, allowed_signers, signer))
     manifest = check_manifest(root, names)
+    say(left_out_line(manifest))
     info = _read_json(root, "bundle.json")
     tasks = _read_json(root, "tasks.json")
     runs = info.get("runs") if isinstance(info, dict) else None
