@@ -58,6 +58,20 @@ def bundled(tmp_path_factory):
     return project, output
 
 
+def test_a_session_whose_run_a_later_session_rewrote_is_not_bundled(bundled, capsys, tmp_path):
+    project, _ = bundled
+    out = tmp_path / "fmlbench"
+    shutil.copytree(project / "reports" / "fmlbench", out, ignore=shutil.ignore_patterns("*.lock"))
+    record = next(out.glob("runs/toy_task/*seed1*/record.json"))
+    _edit_json(record, lambda r: r.update(test_metric=0.5))  # as a later --fresh session of the same run would
+    capsys.readouterr()
+    assert main(["bundle", "last", "-o", str(tmp_path / "b.tar.gz"), "--fmlbench-out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert f"/{record.parent.name} no longer gives the scores this session saved (ni: 0.13666666666666671, now " \
+           "0.0): a later session rewrote it (--fresh); bundle that session instead" in error
+    assert not (tmp_path / "b.tar.gz").exists()
+
+
 def verify(capsys, bundle: Path, *extra: str) -> tuple[int, list[str]]:
     capsys.readouterr()
     code = main(["verify", str(bundle), *extra])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import shlex
 import subprocess
@@ -28,8 +27,8 @@ from ..llm.redact import MASK
 from ..record import RecordUnreadable, RunRecord, RunStore, StepRecord, files_sha256
 from ..scoring.metrics import EXPLORATION
 from . import FORMAT, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
+from .tables import close, first_difference, rescored_tables, score_difference
 
-TOLERANCE = 1e-9
 # a run's folder in a bundle: one task folder, one run folder, no way out of the bundle
 RUN_NAME = re.compile(r"^runs/(?!\.\.?/)[^/\\]+/(?!\.\.?$)[^/\\]+$")
 # folders of a run the search phase must never have bound into its sandbox
@@ -59,43 +58,6 @@ def _read_json(root: Path, name: str) -> Any:
         raise Mismatch(name, "(file)", "missing") from None
     except (OSError, ValueError) as exc:
         raise Mismatch(name, "(file)", f"not readable JSON ({str(exc).splitlines()[0][:200]})") from None
-
-
-def _close(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
-    return a == b
-
-
-def first_difference(bundled: Any, rescored: Any, where: str = "", skip: frozenset[str] = frozenset(),
-                     shared_only: bool = False) -> tuple[str, Any, Any] | None:
-    """The first field (a dotted path) where two JSON values differ, numbers compared to 1e-9; ``shared_only``:
-    fields only one side has are passed over (a summary another version of the package wrote)."""
-    if isinstance(bundled, dict) and isinstance(rescored, dict):
-        keys = set(bundled) & set(rescored) if shared_only else set(bundled) | set(rescored)
-        for key in sorted(keys, key=str):
-            if key in skip:
-                continue
-            field = f"{where}.{key}" if where else str(key)
-            if key not in bundled or key not in rescored:
-                return field, bundled.get(key, "(absent)"), rescored.get(key, "(absent)")
-            found = first_difference(bundled[key], rescored[key], field, skip, shared_only)
-            if found:
-                return found
-        return None
-    if isinstance(bundled, list) and isinstance(rescored, list):
-        if len(bundled) != len(rescored):
-            return f"{where} (length)", len(bundled), len(rescored)
-        for index, (a, b) in enumerate(zip(bundled, rescored)):
-            found = first_difference(a, b, f"{where}[{index}]", skip, shared_only)
-            if found:
-                return found
-        return None
-    return None if _close(bundled, rescored) else (where, bundled, rescored)
 
 
 def check_manifest(root: Path, names: list[str]) -> dict[str, Any]:
@@ -190,7 +152,7 @@ class RunCheck:
         best = next((s for s in steps if s.step == record.best_step), None)
         if best is None:
             raise Mismatch(self.file("record.json"), "best_step", f"step {record.best_step} is not in steps.jsonl")
-        if not _close(best.metric, record.best_val):
+        if not close(best.metric, record.best_val):
             raise Mismatch(self.file("record.json"), "best_val",
                            f"{record.best_val} but step {best.step} measured {best.metric} (steps.jsonl)")
 
@@ -232,7 +194,7 @@ class RunCheck:
         except (ValueError, KeyError) as exc:
             raise Mismatch(self.file(rel), "(file)", f"not a usable verdict ({str(exc).splitlines()[0][:200]})") \
                 from None
-        if not _close(value, record.test_metric):
+        if not close(value, record.test_metric):
             raise Mismatch(self.file("record.json"), "test_metric",
                            f"{record.test_metric!r}, but the final test's verdict ({rel}) says {value!r}")
         metrics = {f"{name}/{key}": v for name, d in verdict.datasets.items() for key, v in d.means.items()}
@@ -338,9 +300,6 @@ def _bound_paths(log: str) -> list[str] | None:
 
 
 def check_tables(root: Path, run_dirs: list[Path], run_names: list[str]) -> None:
-    from .pack import rescored_tables
-    from ..scoring import from_record, score_run
-
     try:
         rescored = rescored_tables(run_dirs)
     except BundleError as exc:
@@ -358,15 +317,10 @@ def check_tables(root: Path, run_dirs: list[Path], run_names: list[str]) -> None
         if name not in run_names:
             raise Mismatch("session.json", f"runs[{index}].run_dir", f"{saved.get('run_dir')!r} is not in the bundle")
         store = RunStore(root / name)
-        row = score_run(from_record(store.load(), store.load_steps()))
-        scores = saved.get("scores", {})
-        for key in sorted(set(scores) & set(row)):
-            if key in EXPLORATION:
-                continue
-            value = None if isinstance(row[key], float) and math.isnan(row[key]) else row[key]
-            if not _close(scores[key], value):
-                raise Mismatch("session.json", f"runs[{index}].scores.{key}",
-                               f"saved {scores[key]!r}, re-scored from {name}/record.json {value!r}")
+        found = score_difference(saved.get("scores", {}), store.load(), store.load_steps())
+        if found:
+            raise Mismatch("session.json", f"runs[{index}].scores.{found[0]}",
+                           f"saved {found[1]!r}, re-scored from {name}/record.json {found[2]!r}")
 
     if (root / "summary.json").is_file():
         author = _read_json(root, "summary.json")

@@ -37,6 +37,7 @@ from ..record import RecordUnreadable, RunStore
 from ..spec import Task, TaskSpecError, load_task
 from . import FORMAT, FORMAT_VERSION, MANIFEST, SIGNATURE, SIGNATURE_NAMESPACE, BundleError
 from .archive import writer
+from .tables import rescored_tables, score_difference
 
 # what of a run folder is left out, and why (everything else enters, secrets masked)
 LEFT_OUT_REASONS = {
@@ -191,24 +192,6 @@ def _author_summary(session: SavedSession, out_dir: Path) -> bytes | None:
     return path.read_bytes() if close and data.get("runs") == len(session.runs) else None
 
 
-def rescored_tables(run_dirs: list[Path]) -> dict[str, Any]:
-    """The session summary's tables from the records alone (exploration metrics off: they need an encoder's
-    weights, which a verifying machine may lack)."""
-    from ..reports.runs import load_runs
-    from ..reports.summary import build_summary
-    from ..scoring.aggregate import Scores
-
-    problems: list[str] = []
-    runs = load_runs(run_dirs, left_out=lambda item, why: problems.append(why))
-    if problems:
-        raise BundleError(problems[0])
-    scores = Scores.from_runs(runs, encoder=None, left_out=lambda item, why: problems.append(why))
-    if problems:
-        raise BundleError(problems[0])
-    summary = build_summary(scores, source="fmlbench score").model_dump(mode="json")
-    return {key: summary[key] for key in ("encoder", "tables", "aup", "runs")}
-
-
 def _run_name(run_dir: str) -> str:
     """A run's folder in the bundle: runs/<task>/<run folder>."""
     parts = Path(run_dir).parts
@@ -256,6 +239,12 @@ def bundle(session_ref: str, output: Path, *, out_dir: Path, task_roots: list[Pa
 
     try:
         records = [RunStore(run_dir).load() for _, run_dir in runs]
+        for saved, (name, run_dir), record in zip(session.runs, runs, records):
+            found = score_difference(saved.scores, record, RunStore(run_dir).load_steps())
+            if found:
+                raise BundleError(f"{session.name}: run {saved.run_dir} no longer gives the scores this session "
+                                  f"saved ({found[0]}: {found[1]!r}, now {found[2]!r}): a later session rewrote it "
+                                  "(--fresh); bundle that session instead")
     except RecordUnreadable as exc:
         raise BundleError(str(exc)) from None
     session_roots = sorted({out_dir.parent.parent, out_dir.parent, Path.cwd()})

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..record import RunRecord, RunStore
 from . import BundleError
-from .check import TOLERANCE
+from .tables import TOLERANCE
 
 
 @dataclass(frozen=True)
