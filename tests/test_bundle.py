@@ -111,6 +111,8 @@ def test_a_bundle_verifies_and_says_what_it_left_out(bundled, capsys, tmp_path):
     (entry,) = tasks["toy_task"]["fingerprints"].values()
     assert entry["source_found"] and "workspace/train.py" in entry["protected"]
     assert json.loads((tmp_path / "session.json").read_text())["args"][-1] == "toy_task"
+    # the session is its output folder's last: the summary there is its own (options, hardware, the author's tables)
+    assert json.loads((tmp_path / "summary.json").read_text())["options"]["seeds"] == 2
 
 
 def test_no_key_enters_the_bundle(bundled):
@@ -228,11 +230,13 @@ def test_each_change_is_named_in_one_line(bundled, capsys, tmp_path, tamper):
     assert sum(line.startswith("NOT verified") for line in lines) == 1
 
 
-def test_rerun_reproduces_the_recorded_test_value_and_the_report_opens_from_the_bundle(bundled, capsys, tmp_path):
+def test_rerun_reproduces_the_recorded_test_value_and_the_report_opens_from_the_bundle(bundled, capsys, tmp_path,
+                                                                                       monkeypatch):
     project, bundle = bundled
+    monkeypatch.chdir(project)  # the task folder given relative to here, as a user types it
     run_id = json.loads(next(project.glob("reports/fmlbench/runs/toy_task/*seed1*/record.json")).read_text())["run_id"]
     page = tmp_path / "report.html"
-    code, lines = verify(capsys, bundle, "--rerun", run_id, "--tasks", str(project), "--html", str(page))
+    code, lines = verify(capsys, bundle, "--rerun", run_id, "--tasks", ".", "--html", str(page))
     assert code == 0, lines
     assert lines[-2] == f"wrote {page}" and "toy_task" in page.read_text()
     assert "(toy_task seed 1): test accuracy 0.8566666666666667, recorded 0.8566666666666667, difference 0 " \

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compare.sessions import SavedSession, load, resolve
+from ..compare.sessions import saved as saved_sessions
 from ..executor import scrubbed_env
 from ..integrity import Manifest
 from ..llm.redact import MASK, redact
@@ -46,6 +47,9 @@ LEFT_OUT_REASONS = {
     "outputs": "the splits' raw inputs and predictions (the hidden test inputs among them); the verdicts are bundled",
     "search workspace": "the search workspace's last state: each step's code is in snapshots/",
     "data": "task data: named by its SHA-256 here and by the record's data identities",
+    "summary": "the session summary (options, hardware, the author's tables): the output folder's is a later "
+               "session's, or none; the options are in session.json's args, this machine's hardware in "
+               "environment.json",
     "lock": "a lock file",
     "other": "not a part of a run that a check reads",
 }
@@ -114,7 +118,8 @@ def task_sources(roots: list[Path], wanted: set[str]) -> dict[str, Task]:
     """The tasks of the wanted ids found under the given folders (``<id>/task.yaml``, a full profile's
     ``<small id>/full/task.yaml``, or a root that is itself the task's folder), the first found of each."""
     found: dict[str, Task] = {}
-    for root in map(Path, roots):
+    # absolute: the task's commands run from other folders (its workspace, the sandbox)
+    for root in (Path(root).resolve() for root in roots):
         for task_id in sorted(wanted - set(found)):
             small = task_id.removesuffix("_full")
             for task_yaml in (root / task_id / "task.yaml", root / small / "full" / "task.yaml", root / "task.yaml"):
@@ -179,9 +184,12 @@ def environment() -> dict[str, Any]:
             "packages": dict(sorted(packages.items(), key=lambda item: item[0].lower()))}
 
 
-def _author_summary(session: SavedSession, out_dir: Path) -> bytes | None:
-    """The session summary the session wrote, when the one in the output folder is still this session's (a
-    later session in the same folder replaces it)."""
+def _author_summary(session: SavedSession, session_path: Path, out_dir: Path) -> bytes | None:
+    """The session summary the session wrote, when the one in the output folder is still this session's: every
+    session in the folder rewrites it, so only the last saved session's can be, and only if written as it ended."""
+    files = saved_sessions(session_path.parent)
+    if not files or files[-1].resolve() != session_path.resolve():
+        return None
     path = out_dir / "reports" / "session.json"
     try:
         data = json.loads(path.read_text())
@@ -254,12 +262,11 @@ def bundle(session_ref: str, output: Path, *, out_dir: Path, task_roots: list[Pa
         "tasks.json": _json(_tasks_entry(records, session_roots, default_task_roots(task_roots))),
         "tables.json": _json(rescored_tables([run_dir for _, run_dir in runs])),
     }
-    author = _author_summary(session, out_dir)
+    author = _author_summary(session, session_path, out_dir)
     if author is not None:
         top["summary.json"] = author
     else:
-        left_out.append({"path": "summary.json", "why": "the output folder's session summary is another session's "
-                         "(or none): options are in session.json's args, hardware in environment.json"})
+        left_out.append({"path": "summary.json", "why": "summary"})
     top["bundle.json"] = _json({
         "format": FORMAT, "format_version": FORMAT_VERSION, "session": session.name,
         "created_at": datetime.now(timezone.utc).isoformat(), "runs": {name: record.run_id for (name, _), record
