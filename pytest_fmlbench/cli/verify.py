@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
         # a bundle is another party's data: its words (a run's refusals, a forged field) never steer the terminal
         print(printable(line, limit=1000))
 
+    if args.allowed_signers is not None and not args.signer:
+        print("fmlbench: --allowed-signers needs --signer ID (whose key in it must have signed the bundle)",
+              file=sys.stderr)
+        return 2
     task_roots = default_task_roots(args.tasks)
     with tempfile.TemporaryDirectory(prefix="fmlbench-verify-") as scratch:
         try:
