@@ -2,7 +2,8 @@
 
 * :mod:`.archive`: the container (a streamed tar, compressed by the output's suffix) and its safe reading;
 * :mod:`.pack`: what enters a bundle, what never does (keys, the hidden split, private data) and why;
-* :mod:`.check`: the manifest's hashes, each run's integrity chain, the tables re-scored from the records;
+* :mod:`.check`: the signature, the manifest's hashes, each run's integrity chain, the tables' comparison;
+* :mod:`.tables`: the tables re-scored from the records, and field-by-field comparison to 1e-9;
 * :mod:`.rerun`: one run's final test again, on the task at its recorded fingerprint.
 """
 
