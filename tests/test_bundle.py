@@ -295,3 +295,15 @@ def test_a_run_whose_search_could_reach_the_hidden_split_is_listed_so(bundled, c
     assert hidden[1] == ("hidden split: NOT shown out of reach: logs/search_sandbox_check.log holds no sandbox "
                          "command line")
     assert code == 0, lines[-1]  # findings about the runs; the bundle itself is what its author wrote
+
+
+def test_fmlbench_report_reads_a_bundle_as_it_reads_run_folders(bundled, capsys, tmp_path):
+    _, bundle = bundled
+    page = tmp_path / "from-bundle.html"
+    assert main(["report", str(bundle), "--html", str(page), "--encoder", "none"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {page} (2 run(s)")
+    assert "toy_task" in page.read_text()
+    broken = tmp_path / "broken.tar.zst"
+    broken.write_bytes(b"not a bundle")
+    assert main(["report", str(broken), "--html", str(page), "--encoder", "none"]) == 2
+    assert capsys.readouterr().err.startswith("fmlbench: ")

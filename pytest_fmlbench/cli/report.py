@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from .encoder import add_encoder_arguments, encoder_choice
@@ -13,18 +14,37 @@ from .run_folders import runs_under
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="folders holding run records (record.json), e.g. reports/fmlbench/runs")
+                        help="folders holding run records (record.json), e.g. reports/fmlbench/runs, or bundles "
+                             "(fmlbench bundle; check one first with fmlbench verify)")
     parser.add_argument("--html", type=Path, required=True, metavar="FILE",
                         help="write the static HTML report here (opens from disk: no server, no network)")
     add_encoder_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..bundle import BundleError
+    from ..bundle.archive import SUFFIXES, extract
+
+    with tempfile.TemporaryDirectory(prefix="fmlbench-report-") as scratch:
+        folders = []
+        for index, folder in enumerate(args.run_dirs):
+            if folder.is_file() and folder.name.endswith(SUFFIXES):
+                try:
+                    extract(folder, Path(scratch) / str(index))
+                except BundleError as exc:
+                    print(f"fmlbench: {exc}", file=sys.stderr)
+                    return 2
+                folder = Path(scratch) / str(index) / "runs"
+            folders.append(folder)
+        return _report(args, folders)
+
+
+def _report(args: argparse.Namespace, folders: list[Path]) -> int:
     from ..reports.html import ReportUnavailable, write_html
     from ..scoring.aggregate import Scores
     from ..scoring.exploration import EncoderUnavailable
 
-    runs = runs_under(args.run_dirs)
+    runs = runs_under(folders)
     if runs is None:
         return 2
     try:
