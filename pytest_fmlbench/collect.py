@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from . import failure_causes, session_budget
 from .audit.properties import audit_properties
 from .audit.run import audit_run
 from .record import RecordUnreadable, RunRecord, RunStore
@@ -99,16 +100,40 @@ class TaskItem(pytest.Item):
         # the whole run happens in setup: a crash of the harness or the agent then reports as an error,
         # while a broken contract (integrity, constraint) fails the test in runtest
         bench = self.config.stash[BENCH_KEY]
-        try:
-            run = self.config.stash.get(EXECUTE_KEY, execute)
-            self.outcome = run(self.task, self.seed, replace(bench.settings, announce=self._announce,
-                                                             show_progress=self._show_progress))
-        except RunError:
-            self._record_from_disk(bench)
-            raise
+        if EXECUTE_KEY not in self.config.stash:  # under --slurm the item's job decides (slurm/job.py)
+            refused = session_budget.refusal(bench.settings.out_dir, lambda: session_budget.run_is_final(
+                bench.settings, self.task, self.seed))
+            if refused:
+                pytest.skip(refused)
+        attempts = failure_causes.attempts(self.config)
+        for attempt in range(1, attempts + 1):
+            try:
+                run = self.config.stash.get(EXECUTE_KEY, execute)
+                # a retry after an infrastructure failure resumes the run from its recorded steps
+                again = {"fresh": False} if attempt > 1 else {}
+                self.outcome = run(self.task, self.seed, replace(bench.settings, announce=self._announce,
+                                                                 show_progress=self._show_progress, **again))
+                break
+            except RunError as exc:
+                self._record_from_disk(bench)
+                cause = failure_causes.cause_of_error(exc, bench.settings.out_dir, self.task, self.seed,
+                                                      bench.settings)
+                failure_causes.FailureLog(bench.settings.out_dir).note(self.outcome_id(), cause, str(exc))
+                self.user_properties[:] = [(k, v) for k, v in self.user_properties if k != failure_causes.PROPERTY]
+                self.user_properties.append((failure_causes.PROPERTY, cause))
+                if cause != "infra" or attempt == attempts:
+                    raise
+                reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None and not hasattr(self.config, "workerinput"):
+                    with self._capture_off():
+                        write_whole_line(reporter, f"[fmlbench] {self.name}: failed for the infrastructure "
+                                         f"({str(exc).splitlines()[0]}); attempt {attempt + 1} of {attempts}, "
+                                         "resuming from its recorded steps", yellow=True)
         # every run is audited (cheap signals; the judges with --fmlbench-judge, replayed on a rerun)
         audit_run(self.outcome.store.dir, self.task.spec, bench.judge, record=self.outcome.record)
         self._record_properties(self.outcome.record, self.outcome.store.dir, self.outcome.reused)
+        failure_causes.FailureLog(bench.settings.out_dir).note(
+            self.outcome_id(), failure_causes.cause_of_record(self.outcome.record), self.outcome.record.stop_reason)
 
     def _announce(self, line: str) -> None:
         """A line the user needs now (an external agent's socket), past the capture of this item's output."""
@@ -169,6 +194,7 @@ class TaskItem(pytest.Item):
             "tokens_total": record.usage.total_tokens,
             "cost_usd": "unknown" if record.usage.cost_usd is None else round(record.usage.cost_usd, 6),
             "wall_clock_s": round(record.wall_clock_s, 3), "integrity": record.integrity,
+            failure_causes.PROPERTY: failure_causes.cause_of_record(record) or "none",
             "status": record.status, "constraint_violated": str(record.constraint_violated).lower(),
             "sandbox": record.sandbox or "unknown", "agent_process": record.agent_process or "unknown",
             RUN_DIR_PROPERTY: str(run_dir), REUSED_PROPERTY: str(reused).lower(),
@@ -202,6 +228,9 @@ class TaskItem(pytest.Item):
             detail = f"\n(details: {self.outcome_dir()}/record.json)" if cause is not None else ""
             return f"{excinfo.value}{detail}"
         return super()._repr_failure_py(excinfo, style)
+
+    def outcome_id(self) -> str:
+        return run_dir_for(self.config.stash[BENCH_KEY].settings, self.task, self.seed)[0]
 
     def outcome_dir(self) -> str:
         bench = self.config.stash.get(BENCH_KEY, None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from . import isolation
+from . import isolation, session_budget
 from .agent_host.describe import agent_name_problem, check_options, describe
 from .agent_host.host import AgentMode
 from .agent_host.launcher import DEFAULT_MAX_PROCESSES, AgentLimits
@@ -59,6 +59,15 @@ def add_options(parser: pytest.Parser) -> None:
                     help="stop a run (status 'stopped') once its LLM calls cost more than this")
     group.addoption("--max-tokens", type=int, metavar="N",
                     help="stop a run (status 'stopped') once its LLM calls used more than N tokens")
+    group.addoption("--session-max-cost-usd", type=float, metavar="USD",
+                    help="stop the whole session's runs (status 'stopped'; items not started are not run) once the "
+                    "LLM calls of all of them, across -n workers and Slurm jobs, cost more than this")
+    group.addoption("--session-max-tokens", type=int, metavar="N",
+                    help="the same cap in tokens, across the whole session")
+    group.addoption("--retry-infra", type=int, metavar="N",
+                    help="run only the items whose last failure was the infrastructure's (a node lost, a job "
+                    "preempted, held or cancelled, the harness out of memory), resuming from their recorded steps; "
+                    "each gets up to N attempts in this session")
     group.addoption("--price-table", metavar="FILE",
                     help="JSON/YAML LLM prices (USD per 1M tokens: input, cached_input, output) laid over "
                     "the providers' list prices (from genai-prices)")
@@ -145,17 +154,30 @@ class BenchConfig:
             if problem:
                 raise pytest.UsageError(problem)
             llm_factory = make_llm_factory(llm_settings)
+        retry_infra = config.getoption("retry_infra")
+        if retry_infra is not None and retry_infra < 1:
+            raise pytest.UsageError(f"--retry-infra must be at least 1, got {retry_infra}")
+        try:
+            session_caps = session_budget.caps_from(config.getoption)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--session-max-cost-usd/--session-max-tokens: {exc.errors()[0]['msg']}") from None
+        if llm_factory is not None:
+            llm_factory = session_budget.guarded(llm_factory, out)
         settings = RunSettings(
             agent_cls=agent.cls, agent_name=agent.name, agent_options=agent.options,
             out_dir=out, steps=steps, model=model, provider=provider,
             fresh=config.getoption("fresh"), sandboxed=sandboxed, llm_factory=llm_factory,
             log=log.info,
-            budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens")},
+            budget={"max_cost_usd": config.getoption("max_cost_usd"), "max_tokens": config.getoption("max_tokens"),
+                    **session_budget.budget_keys(session_caps)},
             agent_mode=agent.mode, agent_locator=agent.locator, agent_limits=_agent_limits(config),
             warm=not config.getoption("cold_start"),
             agent_needs=agent.needs, scale=config.getoption("scale"),
         )
-        return cls(settings, seeds, _judge_setup(config))
+        judge = _judge_setup(config)
+        if not hasattr(config, "workerinput"):  # the session's controller: its ledger starts now
+            session_budget.SessionLedger(out).start(session_caps)
+        return cls(settings, seeds, judge)
 
 
 @dataclass(frozen=True)

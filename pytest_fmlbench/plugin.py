@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from . import devices, junit, schedule
+from . import devices, failure_causes, junit, schedule
 from .progress import LiveDisplay
 from .terminal_lines import line_writer
 from .compare.gate import SessionGate
@@ -86,6 +86,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     leave_out_unchosen_full_tasks(config, items)
+    failure_causes.keep_infra_failed(config, items, config.stash.get(BENCH_KEY, None))
     bench = config.stash.get(BENCH_KEY, None)
     if bench is not None:
         schedule.longest_first(items, bench.settings.steps, bench.settings.out_dir)
