@@ -25,6 +25,7 @@ from filelock import FileLock
 
 from conftest import DATA, REPO, junit_props, load_record
 
+from pytest_fmlbench.failure_causes import FailureLog
 from pytest_fmlbench.slurm import cluster, controller
 
 FAKE_KEY = "sk-fmlbench-fake-0123456789abcdefghijklmnop"
@@ -93,13 +94,19 @@ def whole_cluster(slurm_cluster) -> None:
             resume_nodes()
 
 
+# the tests look at job states as often as --slurm-poll allows (its default, 30 s, is for shared clusters)
+TEST_INI = "[pytest]\nslurm_poll = 5\n"
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, toy: Path, shared_cluster) -> Path:
+    (pytester.path / "pytest.ini").write_text(TEST_INI)
     return pytester.path
 
 
 @pytest.fixture
 def project_alone(pytester: pytest.Pytester, toy: Path, whole_cluster) -> Path:
+    (pytester.path / "pytest.ini").write_text(TEST_INI)
     return pytester.path
 
 
@@ -489,6 +496,42 @@ def test_two_items_side_by_side_match_local_run(project_alone: Path, bench) -> N
     assert len(jobs_of(project)) == 2
 
 
+SLURM_COMMANDS = ("sbatch", "scontrol", "squeue", "sinfo", "sacct", "scancel")
+
+
+def slurm_calls_logged(folder: Path, log: Path) -> str:
+    """Wrappers of Slurm's commands that write each call (time, command, arguments) to ``log``: a PATH to use."""
+    folder.mkdir()
+    for name in SLURM_COMMANDS:
+        real = shutil.which(name)
+        wrapper = folder / name
+        wrapper.write_text(f'#!/bin/sh\necho "$(date +%s.%N) {name} $*" >> {log}\nexec {real} "$@"\n')
+        wrapper.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_six_items_are_one_array_and_job_states_are_asked_at_most_once_per_poll(project: Path, bench,
+                                                                                 monkeypatch) -> None:
+    log = project / "slurm-calls.log"
+    monkeypatch.setenv("PATH", slurm_calls_logged(project / "wrappers", log))
+    started = time.time()
+    result = bench("toy_task", "--agent=baseline", "--steps=1", "--seeds=6", "--slurm", "--slurm-poll=5")
+    wall = time.time() - started
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*slurm: submitted 6 job(s), re-attached to 0; 1 submission(s) (job arrays)*"])
+    (array,) = {jid.split("_")[0] for jid in jobs_of(project).values()}
+    assert sorted(jobs_of(project).values()) == [f"{array}_{n}" for n in range(6)]
+    calls = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    assert [c for c in calls if c[1] == "sbatch"] and len([c for c in calls if c[1] == "sbatch"]) == 1, calls
+    job_queries = [(float(at), args.strip()) for at, command, args in calls
+                   if command == "squeue" or (command == "scontrol" and args.startswith("-o show job"))]
+    # only the session's own array is asked about (never the whole queue), and at most once per poll
+    assert job_queries and all(args == f"-o show job {array}" for _, args in job_queries), calls
+    assert len(job_queries) <= wall / 5 + 2, calls
+    gaps = [b - a for (a, _), (b, _) in zip(job_queries, job_queries[1:])]
+    assert all(gap >= 4.9 for gap in gaps), gaps
+
+
 def test_scancel_fails_the_item_in_one_line_and_a_rerun_resumes(project: Path, bench, write_agent) -> None:
     agent = write_agent(SLOW_AGENT, cls="Slow")
     args = ("toy_task", f"--agent={agent}", "--steps=4", "--slurm")
@@ -502,13 +545,24 @@ def test_scancel_fails_the_item_in_one_line_and_a_rerun_resumes(project: Path, b
     assert f"{job_id}_0_log.err" in line and "run the same command again" in line
     recorded = len(steps_of(project))
     assert 1 <= recorded < 4
-    rerun = bench(*args)
-    rerun.assert_outcomes(passed=1)
-    rerun.stdout.fnmatch_lines(["*resumed toy_task?seed0? after * recorded step(s)*"])
+    # the infrastructure's failure, not the agent's: --retry-infra runs it again, and within that session a
+    # job cancelled again is resubmitted (up to 2 attempts), each resuming from the recorded steps
+    (failure,) = FailureLog(project / "reports/fmlbench").load().values()
+    assert failure["cause"] == "infra" and f"Slurm job {job_id} is CANCELLED" in failure["why"]
+    proc = start(project, *args, "--retry-infra=2")
+    out = Output(proc)
+    second = wait_for(lambda: next((j for j in jobs_of(project).values() if j != job_id), None), what="a new job")
+    wait_for(lambda: len(steps_of(project)) > recorded, what="a step of the new job")
+    subprocess.run(["scancel", second], check=True)
+    code, output = out.finish(timeout=180)
+    assert code == 0, output
+    assert "toy_task[seed0]: failed for the infrastructure (Slurm job" in output and "attempt 2 of 2" in output
+    assert "resumed toy_task[seed0] after" in output
     record = load_record(project)
     assert record["resumed_from_step"] >= 1 and record["status"] == "finished"
     assert sorted(s["step"] for s in steps_of(project)) == [1, 2, 3, 4]  # nothing ran twice
-    assert jobs_of(project)[record["run_id"]] != job_id  # a new job resumed the run
+    assert jobs_of(project)[record["run_id"]] not in (job_id, second)  # a third job resumed the run
+    assert FailureLog(project / "reports/fmlbench").load() == {}
 
 
 def test_scontrol_requeue_resumes_from_the_step_records(project: Path, write_agent) -> None:
@@ -562,7 +616,8 @@ def test_ctrl_c_cancels_every_submitted_job(project: Path, write_agent, moment) 
     assert proc.returncode == pytest.ExitCode.INTERRUPTED and "KeyboardInterrupt" in out, out
     assert "[fmlbench] Ctrl-C: cancelled this session's Slurm jobs (" in out, out
     wait_for(lambda: not jobs_from(project), timeout=30, what="the session's jobs to leave the queue")
-    assert set(jobs_of(project).values()) <= set(re.findall(r"\d+", out.split("cancelled this session's Slurm jobs")[1].splitlines()[0]))
+    cancelled = out.split("cancelled this session's Slurm jobs")[1].splitlines()[0]
+    assert set(jobs_of(project).values()) <= set(re.findall(r"\d+(?:_\d+)?", cancelled))
 
 
 def test_a_controller_started_with_sigint_ignored_and_blocked_still_takes_ctrl_c(project: Path, write_agent) -> None:

@@ -1,8 +1,9 @@
 """What the controller asks Slurm directly: partitions, job states, node states, release, cancellation.
 
 Submission, job files, results and requeueing go through submitit. Job states come from
-``scontrol show job`` (what slurmctld knows now, also on clusters without accounting, where submitit's
-sacct query has no answer) and, for jobs slurmctld has already forgotten, from sacct.
+``scontrol show job ID``, asked about this session's arrays only (what slurmctld knows now, also on clusters
+without accounting, where submitit's sacct query has no answer) and, for jobs slurmctld has already
+forgotten, from one sacct query.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 
 import submitit
 
@@ -49,6 +51,29 @@ class SlurmExecutor(submitit.SlurmExecutor):
         command = super()._make_submission_command(submission_file_path)
         return ["setsid", "--wait", *command] if shutil.which("setsid") else command
 
+    def _internal_process_submissions(self, delayed_submissions):
+        """Several submissions as one job array (one sbatch, one scheduler request), submitted by this class
+        so that its sbatch too runs in a session of its own; one submission as a plain job."""
+        if len(delayed_submissions) == 1:
+            return super()._internal_process_submissions(delayed_submissions)
+        staging = submitit.core.utils.JobPaths.get_first_id_independent_folder(self.folder)
+        staging.mkdir(parents=True, exist_ok=True)
+        pickles = []
+        for delayed in delayed_submissions:
+            delayed.set_timeout(self.parameters.get("time", 5), self.max_num_timeout)
+            pickles.append(staging / f"{uuid.uuid4().hex}.pkl")
+            delayed.dump(pickles[-1])
+        array = type(self)(self.folder, self.max_num_timeout, python=self.python)
+        array.update_parameters(**self.parameters)
+        array.parameters["map_count"] = len(delayed_submissions)
+        first = array._submit_command(self._submitit_command_str)
+        tasks = list(range(first.num_tasks))
+        jobs = [submitit.SlurmJob(folder=self.folder, job_id=f"{first.job_id}_{index}", tasks=tasks)
+                for index in range(len(delayed_submissions))]
+        for job, pickle in zip(jobs, pickles):
+            job.paths.move_temporary_file(pickle, "submitted_pickle")
+        return jobs
+
 
 def partitions() -> list[str]:
     """The cluster's partitions; raises SlurmUnreachable when no Slurm controller answers."""
@@ -86,39 +111,78 @@ def _field(line: str, key: str) -> str | None:
 
 
 def parse_job_line(line: str) -> JobInfo | None:
-    """One line of ``scontrol -o show job``; None for a line that is not a job."""
+    """One line of ``scontrol -o show job``; None for a line that is not a job. A line of array tasks not
+    yet started (``ArrayTaskId=2-5``) gives its first task: :func:`parse_job_lines` gives them all."""
+    found = _infos(line)
+    return found[0] if found else None
+
+
+def _infos(line: str) -> list[JobInfo]:
     job_id, state = _field(line, "JobId"), _field(line, "JobState")
     if not job_id or not state:
-        return None
+        return []
     priority = _field(line, "Priority")
     restarts = _field(line, "Restarts")
-    return JobInfo(job_id=job_id, state=state, reason=_field(line, "Reason") or "None",
+    info = JobInfo(job_id=job_id, state=state, reason=_field(line, "Reason") or "None",
                    priority=int(priority) if priority and priority.isdigit() else None,
                    restarts=int(restarts) if restarts and restarts.isdigit() else 0,
                    partitions=tuple(p for p in (_field(line, "Partition") or "").split(",") if p),
                    req_nodes=_field(line, "ReqNodeList"), exc_nodes=_field(line, "ExcNodeList"),
                    dependency=_field(line, "Dependency"))
+    array_id, tasks = _field(line, "ArrayJobId"), _field(line, "ArrayTaskId")
+    if not array_id or not tasks:
+        return [info]
+    # an array's task is known by ARRAY_TASK (as sbatch and submitit name it), not by its own JobId
+    return [replace(info, job_id=f"{array_id}_{task}") for task in task_indices(tasks)]
+
+
+def parse_job_lines(text: str) -> list[JobInfo]:
+    return [info for line in text.splitlines() for info in _infos(line)]
+
+
+def task_indices(expression: str) -> list[int]:
+    """Slurm's array task list (``0``, ``2-5%2``, ``1,3,7-9``, ``0-8:2``) as task numbers."""
+    indices: list[int] = []
+    for part in expression.split("%")[0].split(","):
+        bounds, _, step = part.partition(":")
+        first, _, last = bounds.partition("-")
+        if first.isdigit():
+            indices.extend(range(int(first), int(last or first) + 1, int(step) if step.isdigit() else 1))
+    return indices
+
+
+def array_of(job_id: str) -> str:
+    """The id Slurm is asked about for a job: an array task's array (``123_4`` -> ``123``)."""
+    return job_id.split("_", 1)[0]
 
 
 def jobs(job_ids: list[str]) -> dict[str, JobInfo]:
     """Job id -> what Slurm says of it now; state GONE for jobs Slurm no longer knows, UNREACHABLE when
-    slurmctld does not answer."""
+    slurmctld does not answer.
+
+    Only these jobs are asked about: one ``scontrol show job ID`` per array (or lone job), never the whole
+    queue, which on a shared cluster holds everyone's jobs."""
     found: dict[str, JobInfo] = {}
-    if job_ids:
+    wanted = set(job_ids)
+    unknown: list[str] = []
+    for array in dict.fromkeys(array_of(jid) for jid in job_ids):
+        members = [jid for jid in job_ids if array_of(jid) == array]
         try:
-            done = _run(["scontrol", "-o", "show", "job"])
+            done = _run(["scontrol", "-o", "show", "job", array])
         except (OSError, subprocess.TimeoutExpired):
-            return {jid: JobInfo(jid, UNREACHABLE) for jid in job_ids}
+            found.update({jid: JobInfo(jid, UNREACHABLE) for jid in members})
+            continue
         if done.returncode != 0:
-            return {jid: JobInfo(jid, UNREACHABLE) for jid in job_ids}
-        wanted = set(job_ids)
-        for line in done.stdout.splitlines():
-            info = parse_job_line(line)
-            if info is not None and info.job_id in wanted:
+            if "invalid job id" in done.stderr.lower():  # slurmctld has forgotten it
+                unknown += members
+            else:
+                found.update({jid: JobInfo(jid, UNREACHABLE) for jid in members})
+            continue
+        for info in parse_job_lines(done.stdout):
+            if info.job_id in wanted:
                 found[info.job_id] = info
-    for jid in job_ids:
-        if jid not in found:
-            found[jid] = JobInfo(jid, _accounted_state(jid))
+        unknown += [jid for jid in members if jid not in found]
+    found.update({jid: JobInfo(jid, state) for jid, state in _accounted_states(unknown).items()})
     return found
 
 
@@ -127,14 +191,35 @@ def states(job_ids: list[str]) -> dict[str, str]:
     return {jid: info.state for jid, info in jobs(job_ids).items()}
 
 
-def _accounted_state(job_id: str) -> str:
-    """What accounting (sacct) remembers of a job slurmctld has purged; GONE without accounting."""
+def _accounted_states(job_ids: list[str]) -> dict[str, str]:
+    """What accounting (sacct, one query for them all) remembers of jobs slurmctld has purged; GONE without
+    accounting."""
+    if not job_ids:
+        return {}
+    remembered: dict[str, str] = {}
     try:
-        done = _run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id])
+        done = _run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(job_ids)])
+        if done.returncode == 0:
+            for line in done.stdout.splitlines():
+                jid, _, state = line.partition("|")
+                if state.split():
+                    remembered[jid.strip()] = state.split()[0]
     except (OSError, subprocess.TimeoutExpired):
-        return GONE
-    words = done.stdout.split()
-    return words[0] if done.returncode == 0 and words else GONE
+        pass
+    return {jid: remembered.get(jid, GONE) for jid in job_ids}
+
+
+def max_array_size() -> int:
+    """How many tasks one array may hold here (MaxArraySize; task numbers run below it); 1 where arrays are off."""
+    try:
+        done = _run(["scontrol", "show", "config"])
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_MAX_ARRAY_SIZE
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", done.stdout, re.M) if done.returncode == 0 else None
+    return max(1, int(m.group(1))) if m else DEFAULT_MAX_ARRAY_SIZE
+
+
+DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default
 
 
 def release(job_id: str) -> bool:

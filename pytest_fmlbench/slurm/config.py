@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# the scheduler is everyone's on a shared cluster: the session's job states are asked for at most this often
+DEFAULT_POLL_S = 30.0
+MIN_POLL_S = 5.0
+
 # fmlbench options the job needs to rebuild the run's settings; filled when the options are registered
 FORWARDED: list[str] = []
 
@@ -15,6 +19,7 @@ class SlurmConfig:
     time_min: int | None
     opts: dict[str, object] = field(default_factory=dict)
     detach: bool = False
+    poll_s: float = 30.0  # seconds between two looks at the session's job states (--slurm-poll)
 
     @property
     def folder_name(self) -> str:

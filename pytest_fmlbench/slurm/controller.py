@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import submitit
@@ -25,10 +26,11 @@ from ..record import RecordUnreadable, RunStore
 from ..runner import FINAL_STATUSES, RunBusy, RunError, RunOutcome, execute, run_dir_for
 from . import cluster
 from .config import FORWARDED, SlurmConfig
-from .job import ItemJob, JobSpec
+from .job import NOT_RUN, ItemJob, JobSpec
 from .registry import JobRegistry
 
-POLL_S = 1.0
+# how often a waiting item looks for its job's result file (the filesystem, not the scheduler)
+RESULT_CHECK_S = 0.5
 # a job seen in a final state without a result gets this long for its result file to appear (shared filesystems lag)
 RESULT_GRACE_S = 10.0
 # a job in a state in which Slurm will not run it by itself (held, a dependency that can never be met, no
@@ -51,6 +53,12 @@ class SlurmController:
         self.out = bench.settings.out_dir
         self.folder = self.out / slurm.folder_name
         self.jobs: dict[str, submitit.SlurmJob] = {}  # run id -> job
+        self.run_of: dict[str, str] = {}  # job id (an array's task: ARRAY_TASK) -> run id
+        self.submissions = 0  # sbatch calls of this session
+        self.failed: set[str] = set()  # run ids whose job failed in this session (another attempt resubmits)
+        self.written: dict[str, str] = {}  # run id -> what its live file says now
+        self.last_poll: float | None = None  # when the scheduler was last asked (time.monotonic)
+        self.polls = 0
         self.items: dict[str, str] = {}  # run id -> item name
         self.attached: set[str] = set()
         self.state: dict[str, str] = {}  # job id -> state
@@ -77,9 +85,10 @@ class SlurmController:
         self.folder.mkdir(parents=True, exist_ok=True)
         registry = JobRegistry(self.folder)
         known = registry.load()
-        alive = cluster.jobs(sorted(set(known.values())))
+        recorded = {run_id: known[run_id] for run_id in (self._run_id(item) for item in items) if run_id in known}
+        alive = cluster.jobs(sorted(set(recorded.values()))) if recorded else {}
         dropped: list[str] = []
-        executor = self._executor()
+        to_submit: dict[str, list[TaskItem]] = {}  # the request (resources, time, options) -> its items
         try:
             for item in items:
                 run_id, run_dir = run_dir_for(self.bench.settings, item.task, item.seed)
@@ -90,22 +99,21 @@ class SlurmController:
                 if job_id and job_id in alive and alive[job_id].state in cluster.ACTIVE:
                     held = cluster.stuck(alive[job_id], None)
                     if held is None or held.kind == cluster.NO_NODE:
-                        self.jobs[run_id] = submitit.SlurmJob(folder=self.folder, job_id=job_id)
+                        self._track(run_id, submitit.SlurmJob(folder=self.folder, job_id=job_id))
                         self.attached.add(run_id)
                         continue
                     # held or never to run: a new job resumes the run from its recorded steps instead
                     cluster.cancel([job_id])
                     dropped.append(f"{job_id} ({alive[job_id].state}, {alive[job_id].reason}: {held.why})")
-                executor.update_parameters(**self._request(item))
-                with _interrupt_deferred():
-                    job = executor.submit(ItemJob(self._spec(item)))
-                    self.jobs[run_id] = job
-                    registry.record(run_id, job.job_id)
+                request = {k: v for k, v in self._request(item).items() if k != "job_name"}
+                to_submit.setdefault(json.dumps(request, sort_keys=True, default=str), []).append(item)
+            self._submit_arrays(to_submit, registry)
         except BaseException:
             self.cancel_all()
             raise
         with self.lock:
             self.state.update(cluster.states([job.job_id for job in self.jobs.values()]))
+        self.last_poll = time.monotonic()
         self._write_live()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and dropped:
@@ -114,10 +122,42 @@ class SlurmController:
         if reporter is not None and self.config.get_verbosity() >= 0:
             submitted = len(self.jobs) - len(self.attached)
             reporter.write_line(f"[fmlbench] slurm: submitted {submitted} job(s), re-attached to "
-                                f"{len(self.attached)}; job files in {self.folder}/")
+                                f"{len(self.attached)}; {self.submissions} submission(s) (job arrays); "
+                                f"job files in {self.folder}/")
         if not self.slurm.detach:
             self.watcher = threading.Thread(target=self._watch, name="fmlbench-slurm", daemon=True)
             self.watcher.start()
+
+    def _run_id(self, item: TaskItem) -> str:
+        return run_dir_for(self.bench.settings, item.task, item.seed)[0]
+
+    def _track(self, run_id: str, job: submitit.SlurmJob) -> None:
+        self.jobs[run_id] = job
+        self.run_of[job.job_id] = run_id
+
+    def _submit_arrays(self, to_submit: dict[str, list[TaskItem]], registry: JobRegistry) -> None:
+        """One sbatch per group of items asking for the same resources, each group cut to the cluster's
+        MaxArraySize: the scheduler's work no longer grows with the item count."""
+        if not to_submit:
+            return
+        size = cluster.max_array_size()
+        executor = self._executor()
+        for group in to_submit.values():
+            for first in range(0, len(group), size):
+                batch = group[first:first + size]
+                request = self._request(batch[0])
+                tasks = {item.task.spec.id for item in batch}
+                request["job_name"] = f"fmlbench-{tasks.pop()}" if len(tasks) == 1 else "fmlbench"
+                # every task may run at once unless the user throttles the array (--slurm-opt array_parallelism=K)
+                request.setdefault("array_parallelism", len(batch))
+                executor.update_parameters(**request)
+                with _interrupt_deferred():
+                    jobs = executor.submit_array([ItemJob(self._spec(item)) for item in batch])
+                    self.submissions += 1
+                    ids = {self._run_id(item): job for item, job in zip(batch, jobs)}
+                    for run_id, job in ids.items():
+                        self._track(run_id, job)
+                    registry.record_many({run_id: job.job_id for run_id, job in ids.items()})
 
     def _executor(self) -> cluster.SlurmExecutor:
         # the job runs this interpreter (same virtual environment, on the shared filesystem)
@@ -158,6 +198,16 @@ class SlurmController:
             verb = "re-attached to" if run_id in self.attached else "submitted"
             pytest.skip(f"--slurm-detach: {verb} Slurm job {job.job_id} ({state}); run the same command "
                         "again to collect it")
+        if run_id in self.failed:
+            # another attempt (--retry-infra) after its job failed: a new job resumes the run from its steps
+            job = self._resubmit(run_id, task, seed)
+        try:
+            return self._collect(job, run_id)
+        except RunError:
+            self.failed.add(run_id)
+            raise
+
+    def _collect(self, job: submitit.SlurmJob, run_id: str) -> RunOutcome:
         capture = self.config.pluginmanager.getplugin("capturemanager")
         try:
             # the live display writes from its thread while this item waits with capture off (and only
@@ -170,6 +220,8 @@ class SlurmController:
         except KeyboardInterrupt:
             self.cancel_all()
             raise
+        if result.get("kind") == NOT_RUN:
+            pytest.skip(result["error"])
         if result.get("error"):
             raise (RunBusy if result.get("kind") == "RunBusy" else RunError)(result["error"])
         store = RunStore(Path(result["run_dir"]))
@@ -177,6 +229,18 @@ class SlurmController:
             return RunOutcome(store.load(), store, reused=bool(result.get("reused")))
         except RecordUnreadable as exc:
             raise RunError(str(exc)) from None
+
+    def _resubmit(self, run_id: str, task, seed: int) -> submitit.SlurmJob:
+        item = SimpleNamespace(task=task, seed=seed)
+        executor = self._executor()
+        executor.update_parameters(**self._request(item))
+        with _interrupt_deferred():
+            job = executor.submit(ItemJob(self._spec(item).with_fresh(False)))
+            self.submissions += 1
+            self._track(run_id, job)
+            JobRegistry(self.folder).record(run_id, job.job_id)
+        self.failed.discard(run_id)
+        return job
 
     def _wait(self, job: submitit.SlurmJob) -> dict:
         terminal_since = None
@@ -187,23 +251,23 @@ class SlurmController:
                 if outcome == "success":
                     return value
                 last = str(value).strip().splitlines()[-1] if str(value).strip() else "no traceback"
-                raise RunError(f"Slurm job {job.job_id} FAILED: {last} (log: {job.paths.stderr})")
-            if self.watcher is None or not self.watcher.is_alive():
+                raise _infra(f"Slurm job {job.job_id} FAILED: {last} (log: {job.paths.stderr})")
+            if (self.watcher is None or not self.watcher.is_alive()) and self._poll_due():
                 self._poll([job.job_id])
                 self._write_notices()
             with self.lock:
                 state = self.state.get(job.job_id)
             dead = self.watchdog.dead.get(job.job_id)
             if dead:
-                raise RunError(dead)
+                raise _infra(dead)
             if state is not None and state not in cluster.ACTIVE:
                 terminal_since = terminal_since or time.monotonic()
                 if time.monotonic() - terminal_since > RESULT_GRACE_S:
-                    raise RunError(f"Slurm job {job.job_id} is {state} without a result (log: {job.paths.stderr}); "
-                                   "run the same command again to resume from its recorded steps")
+                    raise _infra(f"Slurm job {job.job_id} is {state} without a result (log: {job.paths.stderr}); "
+                                 "run the same command again to resume from its recorded steps")
             else:
                 terminal_since = None
-            time.sleep(POLL_S / 2)
+            time.sleep(RESULT_CHECK_S)
 
     def _write_notices(self) -> None:
         """Lines about jobs that will not run by themselves: from the main thread, shown also under -q."""
@@ -219,11 +283,25 @@ class SlurmController:
                 print(line, file=sys.stderr, flush=True)
 
     # ---- jobs that will not run by themselves
+    def _poll_due(self) -> bool:
+        """Whether the session may ask the scheduler again (at most once per --slurm-poll)."""
+        now = time.monotonic()
+        if self.last_poll is not None and now - self.last_poll < self.slurm.poll_s:
+            return False
+        self.last_poll = now
+        return True
+
     def _poll(self, job_ids: list[str]) -> None:
         """Job states; a job in a state in which Slurm will not run it is reported, released or given up."""
+        if not job_ids:
+            return
         found = cluster.jobs(job_ids)
-        waiting = any(info.state in cluster.WAITING for info in found.values())
-        partition_nodes = cluster.nodes() if waiting else None
+        self.polls += 1
+        # node states only where a job of the session waits in a partition in which none of its jobs runs:
+        # while one runs there, a node can run them (and sinfo is two more requests to the scheduler)
+        waiting = {p for info in found.values() if info.state in cluster.WAITING for p in info.partitions or ("",)}
+        running = {p for info in found.values() if info.state == "RUNNING" for p in info.partitions}
+        partition_nodes = cluster.nodes() if waiting - running else None
         now = time.monotonic()
         with self.lock:
             self.state.update({jid: info.state for jid, info in found.items()})
@@ -231,7 +309,7 @@ class SlurmController:
         for jid, info in found.items():
             if jid in self.cancelled:
                 continue
-            job = next((j for j in self.jobs.values() if j.job_id == jid), None)
+            job = self.jobs.get(self.run_of.get(jid, ""))
             for line in self.watchdog.check(info, partition_nodes, now, name=self._name(jid),
                                             log=str(job.paths.stderr) if job is not None else "?"):
                 self._notice(line)
@@ -240,7 +318,7 @@ class SlurmController:
                     self.cancelled.append(jid)
 
     def _name(self, job_id: str) -> str:
-        run_id = next((r for r, j in self.jobs.items() if j.job_id == job_id), None)
+        run_id = self.run_of.get(job_id)
         return self.items.get(run_id, f"job {job_id}") if run_id else f"job {job_id}"
 
     def _notice(self, line: str) -> None:
@@ -249,13 +327,18 @@ class SlurmController:
 
     # ---- job states for the live display
     def _watch(self) -> None:
-        while not self.stop.wait(POLL_S):
-            try:
-                pending = [j.job_id for j in self.jobs.values() if not j.paths.result_pickle.exists()]
-                self._poll(pending)
-                self._write_live()
-            except Exception:  # a display thread must never end the session
-                continue
+        """One look at the session's unfinished jobs per --slurm-poll, for the items, the watchdog and the live
+        display alike."""
+        while True:
+            if self._poll_due():
+                try:
+                    pending = [j.job_id for j in self.jobs.values() if not j.paths.result_pickle.exists()]
+                    self._poll(pending)
+                    self._write_live()
+                except Exception:  # a display thread must never end the session
+                    pass
+            if self.stop.wait(min(self.slurm.poll_s, RESULT_CHECK_S * 4)):
+                return
 
     def _write_live(self) -> None:
         # the watcher thread and the main thread (after each item, at the end) both write: one at a time,
@@ -273,11 +356,15 @@ class SlurmController:
                 info = self.info.get(job.job_id)
             if not done and info is not None and self.watchdog.reported(job.job_id):
                 state = f"{state} ({info.reason})"  # e.g. PENDING (JobHeldAdmin)
+            text = json.dumps({"item": self.items.get(run_id, run_id), "job_id": job.job_id, "state": state,
+                               "steps_total": self.bench.settings.steps})
+            if self.written.get(run_id) == text:
+                continue  # a thousand items: only the files whose job changed are written again
             path = folder / f"{run_id}.json"
             tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps({"item": self.items.get(run_id, run_id), "job_id": job.job_id,
-                                       "state": state, "steps_total": self.bench.settings.steps}))
+            tmp.write_text(text)
             os.replace(tmp, path)
+            self.written[run_id] = text
 
     # ---- Ctrl-C and the end of the session
     def cancel_all(self) -> None:
@@ -372,6 +459,13 @@ class Watchdog:
         if why.nodes and why.node_usable is False:
             text += f" ({why.nodes})" if why.kind == cluster.NO_NODE else f"; no node can run it now ({why.nodes})"
         return text
+
+
+def _infra(message: str) -> RunError:
+    """The item's failure where its job, not its run, ended it (lost, cancelled, held, out of time or memory)."""
+    error = RunError(message)
+    error.failure_cause = "infra"
+    return error
 
 
 @contextlib.contextmanager

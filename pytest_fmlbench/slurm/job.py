@@ -19,6 +19,7 @@ import submitit
 
 
 BUSY_WAIT_S = 180
+NOT_RUN = "NotRun"  # the session's budget was spent before the job started its run
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class ItemJob(submitit.helpers.Checkpointable):
 
 
 def run_item(spec: JobSpec) -> dict[str, Any]:
+    from .. import session_budget
     from ..options import BenchConfig
     from ..runner import RunBusy, RunError, execute
     from ..spec import TASK_FILE, load_task
@@ -77,6 +79,9 @@ def run_item(spec: JobSpec) -> dict[str, Any]:
     bench = BenchConfig.from_pytest(_OptionView(spec.options, spec.invocation_dir))
     settings = replace(bench.settings, log=lambda msg: print(msg, flush=True))
     task = load_task(Path(spec.task_root) / TASK_FILE)
+    refused = session_budget.refusal(settings.out_dir, lambda: session_budget.run_is_final(settings, task, spec.seed))
+    if refused:
+        return {"error": refused, "kind": NOT_RUN}
     # a cancelled or requeued predecessor may still hold the run's lock while Slurm kills it
     deadline = time.monotonic() + BUSY_WAIT_S
     while True:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from . import cluster
-from .config import FORWARDED, SlurmConfig
+from .config import DEFAULT_POLL_S, FORWARDED, MIN_POLL_S, SlurmConfig
 
 
 def add_slurm_options(parser: pytest.Parser) -> None:
@@ -25,7 +25,11 @@ def add_slurm_options(parser: pytest.Parser) -> None:
                     "gres, ... (ini: slurm_opts, one per line)")
     group.addoption("--slurm-detach", action="store_true",
                     help="submit the jobs and exit; the same command later re-attaches and collects them")
+    group.addoption("--slurm-poll", metavar="SECONDS",
+                    help=f"seconds between two looks at the session's job states (one scheduler query per "
+                    f"array; ini: slurm_poll; default {DEFAULT_POLL_S:g}, at least {MIN_POLL_S:g})")
     parser.addini("slurm_partition", "Slurm partition for --slurm")
+    parser.addini("slurm_poll", "seconds between two looks at the --slurm session's job states")
     parser.addini("slurm_time", "time limit per Slurm job (minutes or [D-]HH:MM:SS)")
     parser.addini("slurm_opts", "submitit Slurm parameters KEY=VALUE, one per line", type="linelist")
 
@@ -38,6 +42,16 @@ def _minutes(text: str) -> int:
     if text.strip().isdigit() and int(text) > 0:
         return int(text)
     raise pytest.UsageError(f"--slurm-time: expected minutes or [D-]HH:MM:SS, got {text!r}")
+
+
+def _poll_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise pytest.UsageError(f"--slurm-poll: expected seconds, got {text!r}") from None
+    if not seconds >= MIN_POLL_S:
+        raise pytest.UsageError(f"--slurm-poll: at least {MIN_POLL_S:g} s (the scheduler is shared), got {text!r}")
+    return seconds
 
 
 def _value(text: str) -> object:
@@ -71,6 +85,8 @@ def configure(config: pytest.Config, bench) -> None:
         raise pytest.UsageError("--slurm runs each item as its own Slurm job: drop -n (xdist workers are not used)")
     time_text = config.getoption("slurm_time") or config.getini("slurm_time") or None
     time_min = _minutes(str(time_text)) if time_text else None
+    poll_text = config.getoption("slurm_poll") or config.getini("slurm_poll") or None
+    poll_s = _poll_seconds(str(poll_text)) if poll_text else DEFAULT_POLL_S
     opts = _parse_opts([*config.getini("slurm_opts"), *config.getoption("slurm_opt")])
     # a partition given as --slurm-opt partition=NAME is checked like --slurm-partition
     partition = (config.getoption("slurm_partition") or str(opts.pop("partition", ""))
@@ -82,7 +98,8 @@ def configure(config: pytest.Config, bench) -> None:
     if partition is not None and partition not in partitions:
         raise pytest.UsageError(f"--slurm-partition: no partition {partition!r} on this cluster "
                                 f"(it has: {', '.join(partitions) or 'none'})")
-    slurm = SlurmConfig(partition=partition, time_min=time_min, opts=opts, detach=config.getoption("slurm_detach"))
+    slurm = SlurmConfig(partition=partition, time_min=time_min, opts=opts, detach=config.getoption("slurm_detach"),
+                        poll_s=poll_s)
     # the controller (submitit, the runner) loads only when --slurm is given
     from .controller import SlurmController
 

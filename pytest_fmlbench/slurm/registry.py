@@ -21,10 +21,14 @@ class JobRegistry:
             return {}
 
     def record(self, run_id: str, job_id: str) -> None:
+        self.record_many({run_id: job_id})
+
+    def record_many(self, run_jobs: dict[str, str]) -> None:
+        """Run id -> job id (an array's task as ARRAY_TASK), written at once for a whole array."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
             jobs = self.load()
-            jobs[run_id] = job_id
+            jobs.update(run_jobs)
             tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(jobs, indent=1, sort_keys=True))
             os.replace(tmp, self.path)

@@ -1,0 +1,105 @@
+"""On-demand benchmark of what a --slurm session asks of the scheduler (issue 49): sdiag's request counts
+over a session of N tiny items, and the controller's own CPU time.
+
+    make slurm-up
+    FMLBENCH_SCHED_ITEMS=50 .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s -p no:cacheprovider
+    # the same session with the code of another revision (e.g. before job arrays), for a before/after:
+    FMLBENCH_SCHED_REV=6332fa3 FMLBENCH_SCHED_ITEMS=50 .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s
+
+Needs root on the cluster (``sdiag -r`` resets the counters) and the cluster to itself while it runs: sdiag
+counts every client's requests, not this session's alone. Each session is the toy task with the baseline
+agent, one step, ``--seeds=N``, ``--slurm`` (with FMLBENCH_SCHED_POLL, default: the option's default).
+The goals of issue 49: at most one job-state query per poll interval (30 s by default) for one array, one
+submission per array, and the controller's CPU time under 2% of the session's wall time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TOY = REPO / "tests" / "data" / "toy_task"
+ITEMS = int(os.environ.get("FMLBENCH_SCHED_ITEMS", "50"))
+POLL = os.environ.get("FMLBENCH_SCHED_POLL")
+REV = os.environ.get("FMLBENCH_SCHED_REV")
+# sdiag's message types, as the issue counts them
+COUNTED = {"job-info": ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_USER_INFO"),
+           "node-info": ("REQUEST_NODE_INFO",), "partition-info": ("REQUEST_PARTITION_INFO",),
+           "submissions": ("REQUEST_SUBMIT_BATCH_JOB",)}
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("sdiag") is None or subprocess.run(["sinfo", "-h"], capture_output=True).returncode != 0,
+    reason="no Slurm cluster answers (make slurm-up starts a one-node one)")
+
+
+def rpc_counts() -> dict[str, int]:
+    """sdiag's count per RPC message type."""
+    text = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+    section = text.split("Remote Procedure Call statistics by message type", 1)[-1]
+    section = section.split("Remote Procedure Call statistics by user", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\s+\(\s*\d+\)\s+count:(\d+)", section, re.M)}
+
+
+def run_session(project: Path, code: Path | None) -> dict[str, float | int]:
+    env = dict(os.environ)
+    if code is not None:  # the other revision's package first on the path
+        env["PYTHONPATH"] = f"{code}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "toy_task", "--agent=baseline",
+            "--steps=1", f"--seeds={ITEMS}", "--fresh", "--slurm", *([f"--slurm-poll={POLL}"] if POLL else [])]
+    subprocess.run(["sdiag", "-r"], check=True, capture_output=True)
+    # the controller's CPU time: its own and that of the Slurm commands it ran (children it waited for);
+    # the jobs run under slurmd, not here
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    counts = rpc_counts()
+    assert done.returncode == 0, done.stdout[-3000:]
+    figures: dict[str, float | int] = {name: sum(counts.get(t, 0) for t in types) for name, types in COUNTED.items()}
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    figures.update(items=ITEMS, wall_s=round(wall, 1), controller_cpu_s=round(cpu, 2),
+                   controller_cpu_share=round(cpu / wall, 4),
+                   job_info_per_30s=round(figures["job-info"] / (wall / 30), 2))
+    return figures
+
+
+@pytest.fixture
+def project(tmp_path):
+    shutil.copytree(TOY, tmp_path / "toy_task")
+    return tmp_path
+
+
+@pytest.fixture
+def code(tmp_path):
+    """The package of FMLBENCH_SCHED_REV (a git worktree), or None for this checkout's."""
+    if not REV:
+        yield None
+        return
+    tree = tmp_path / "rev"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), REV], check=True,
+                   capture_output=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
+def test_scheduler_requests_and_controller_cpu_of_a_session(project, code):
+    before = rpc_counts()
+    figures = run_session(project, code)
+    print(f"\nrevision {REV or 'this checkout'}: {figures}\n(sdiag before the reset: "
+          f"{ {name: sum(before.get(t, 0) for t in types) for name, types in COUNTED.items()} })")
+    if REV:
+        return  # the figures of another revision are for comparison only
+    assert figures["submissions"] <= -(-ITEMS // 1001)  # one per array (MaxArraySize 1001 here)
+    assert figures["controller_cpu_share"] < 0.02
