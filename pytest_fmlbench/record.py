@@ -169,6 +169,9 @@ class RunRecord(BaseModel):
     # LLM replies that ended on their length limit (the model's, or the call's), replayed ones included: a
     # cut-off reply usually parses to no edit. 0 in older records
     llm_truncated_calls: int = 0
+    # per sampling field (temperature, seed, ...): how many calls asked for it and did not send it, because
+    # FML-bench's llm.py sends that model family none or the provider's API has no such field; {} in older records
+    llm_unsent: dict[str, int] = {}
     # exceptions the agent's main loop raised and caught, as its port does: the run went on (to the next
     # idea, or to the final test on the best code so far) and finished. Each "where: Type: message" with
     # the traceback's end; [] in older records

@@ -51,6 +51,7 @@ class LLMClient:
         self.failed_calls = 0  # calls that failed for good (after their retries), replayed ones included
         self.truncated_calls = 0  # replies that ended on their length limit, replayed ones included
         self._on_truncation: Callable[[str], None] | None = None
+        self._on_unsent: Callable[[list[str]], None] | None = None
         self._jitter = random.Random()
         # the LLM gateway accounts calls from its own threads, beside the agent's calls
         self._lock = threading.Lock()
@@ -95,6 +96,7 @@ class LLMClient:
                                       kind=str(failure.get("kind", "error"))))
         if cached is not None:
             reply = Reply(cached["text"], Usage.model_validate(cached["usage"]), cached.get("finish_reason"), True)
+            unsent = [str(field) for field in cached.get("unsent") or []]
         else:
             started = time.monotonic()
             try:
@@ -110,6 +112,7 @@ class LLMClient:
                                       output_tokens=completion.output_tokens, cached_tokens=completion.cached_tokens,
                                       tokens_known=completion.tokens_known)
             reply = Reply(completion.text, usage, completion.finish_reason)
+            unsent = list(completion.unsent)
             if self.ledger is not None:
                 self.ledger.append(key=key, n=n, provider=self.provider, model=self.model, purpose=purpose,
                                    request=request, text=completion.text, usage=usage,
@@ -117,6 +120,8 @@ class LLMClient:
                                    sent=completion.sent, unsent=completion.unsent)
         if reply.finish_reason in LENGTH_LIMIT_REASONS:
             self._truncated(reply, purpose)
+        if unsent and self._on_unsent is not None:
+            self._on_unsent(unsent)
         self.account(reply.usage)
         cost = "unknown" if reply.usage.cost_usd is None else f"${reply.usage.cost_usd:.4f}"
         log.debug("llm %s%s: %d in (%d cached) / %d out tokens, %s", purpose or "call",
@@ -127,6 +132,11 @@ class LLMClient:
     def bind_truncations(self, sink: Callable[[str], None]) -> None:
         """Told of each reply that ended on its length limit (with the call's purpose)."""
         self._on_truncation = sink
+
+    def bind_unsent(self, sink: Callable[[list[str]], None]) -> None:
+        """Told, per call (replayed ones included), of the sampling fields it asked for that its request did
+        not carry (the model's family is sent none, or the provider's API has no such field)."""
+        self._on_unsent = sink
 
     def _truncated(self, reply: Reply, purpose: str) -> None:
         with self._lock:

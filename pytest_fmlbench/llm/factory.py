@@ -44,6 +44,12 @@ def make_llm_factory(settings: LLMSettings) -> Callable[[RunRecord, Path], LLMCl
         client.bind_failures(lambda exc: setattr(record, "llm_failed_calls", record.llm_failed_calls + 1))
         client.bind_truncations(
             lambda purpose: setattr(record, "llm_truncated_calls", record.llm_truncated_calls + 1))
+
+        def count_unsent(fields: list[str]) -> None:
+            for field in fields:
+                record.llm_unsent[field] = record.llm_unsent.get(field, 0) + 1
+
+        client.bind_unsent(count_unsent)
         return client
 
     return factory

@@ -43,6 +43,7 @@ def test_cut_off_replies_are_counted_in_the_record_junit_and_table_and_unsent_fi
     record = load_record(pytester.path)
     assert record["provider"] == "openai-compatible" and record["status"] == "finished"
     assert record["llm_truncated_calls"] == STEPS and record["llm_failed_calls"] == 0
+    assert record["llm_unsent"] == {"seed": STEPS}  # llama is sent no seed, as FML-bench's llm.py sends none
     assert junit_props(pytester.path / "junit.xml", "toy_task[seed0]")["llm_truncated_calls"] == str(STEPS)
 
     # the Process-Level table: the column, and the run's count under it (two rows: the task's and the mean)
