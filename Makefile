@@ -87,9 +87,11 @@ docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir reports/site
 
 # the slowest tests are listed at the end: CI's time limit is 90 minutes on 2 cores; reports/tests.xml holds each
-# test's time (scripts/suite_time.py sums it per folder)
+# test's time and processor time (scripts/suite_time.py sums both per folder). Three workers on two cores: with
+# two, a third of the processor time went unused (tests that wait on Slurm, on a timeout, on a child's start);
+# loadgroup keeps the tests of one shared run on one worker and the Slurm tests on one of their own (tests/conftest.py)
 test: setup browser
-	$(PY) -m pytest tests -n 2 --dist worksteal --durations=25 --junitxml=reports/tests.xml
+	$(PY) -m pytest tests -n 3 --dist loadgroup --durations=25 --junitxml=reports/tests.xml
 
 # the tests that were flaky before (Slurm, isolation, resume), SOAK_ROUNDS fresh sessions beside SOAK_BURNERS
 # CPU burners; the Slurm tests need `make slurm-up` first
