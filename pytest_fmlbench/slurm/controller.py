@@ -1,4 +1,5 @@
-"""Controller side: submit every item's job at the start, show job states, wait per item, cancel on Ctrl-C."""
+"""Controller side: submit the items as job arrays at the start, look at their states at most once per
+--slurm-poll (for the items, the watchdog and the live display alike), wait per item, cancel on Ctrl-C."""
 
 from __future__ import annotations
 
