@@ -64,7 +64,9 @@ class SlurmController:
         self.attached: set[str] = set()
         self.state: dict[str, str] = {}  # job id -> state
         self.info: dict[str, cluster.JobInfo] = {}  # job id -> what scontrol said last
-        self.watchdog = Watchdog()  # jobs that will not run by themselves
+        # jobs that will not run by themselves; seen once per poll, so a long poll leaves a person one more look
+        # (at least) between the job's one-line notice and its cancelling, to release or resume it
+        self.watchdog = Watchdog(grace_s=max(STUCK_GRACE_S, STUCK_REPORT_S + 2 * slurm.poll_s))
         self.notices: list[str] = []  # lines for the terminal, written by the main thread while items wait
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -408,11 +410,12 @@ class Watchdog:
     """Jobs in a state in which Slurm will not run them by itself (held, a dependency that can never be met,
     no node that can run them): each is reported in one line once the state lasts STUCK_REPORT_S; a job
     that Slurm itself held after a failed launch is released, at most once, when a node can run it; any
-    other such job (or one held again after its release) is cancelled once the state lasts STUCK_GRACE_S,
+    other such job (or one held again after its release) is cancelled once the state lasts ``grace_s``,
     and its item fails with the reason, so that the same command resumes the run in a new job.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, grace_s: float = STUCK_GRACE_S) -> None:
+        self.grace_s = grace_s
         self.seen: dict[str, _Stuck] = {}
         self.released: set[str] = set()
         self.dead: dict[str, str] = {}  # job id -> its item's failure (the job was cancelled)
@@ -444,10 +447,10 @@ class Watchdog:
         lines = []
         if not seen.reported:
             seen.reported = True
-            left = max(0, math.ceil(STUCK_GRACE_S - lasted))
+            left = max(0, math.ceil(self.grace_s - lasted))
             lines.append(f"[fmlbench] {name}: {what}; it will not run by itself: the item fails in {left} s "
                          "unless its state changes")
-        if lasted >= STUCK_GRACE_S:
+        if lasted >= self.grace_s:
             cluster.cancel([jid])
             self.dead[jid] = (f"{what}; it will not run by itself, so it was cancelled (log: {log}); run the same "
                               "command again to resume from its recorded steps")
