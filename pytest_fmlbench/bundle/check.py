@@ -13,7 +13,6 @@ run's findings are listed: what the sandbox refused, and the logs that show the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evalkit import EvalResult
+from ..integrity import sha256_file
 from ..llm.redact import MASK
 from ..record import RecordUnreadable, RunRecord, RunStore, StepRecord, files_sha256
 from ..scoring.metrics import EXPLORATION
@@ -41,14 +41,6 @@ class Mismatch(Exception):
     def __init__(self, file: str, field: str, detail: str):
         self.file, self.field, self.detail = file, field, detail
         super().__init__(f"{file}: {field}: {detail}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _read_json(root: Path, name: str) -> Any:
@@ -73,7 +65,7 @@ def check_manifest(root: Path, names: list[str]) -> dict[str, Any]:
             raise Mismatch(name, "(file)", f"not listed in {MANIFEST} (a file added after bundling)")
         if name not in present:
             raise Mismatch(name, "(file)", f"missing ({MANIFEST} lists it)")
-        actual = _sha256(root / name)
+        actual = sha256_file(root / name)
         if actual != listed[name]:
             raise Mismatch(name, "sha256", f"{actual} differs from {MANIFEST}'s {listed[name]}")
     return manifest
@@ -228,7 +220,7 @@ class RunCheck:
                 continue
             name = self.file(f"final/workspace/{rel}")
             path = self.inside(f"final/workspace/{rel}", "tasks.json", f"{record.task}.protected")
-            actual = _sha256(path) if path.is_file() else self.left_out.get(name, {}).get("sha256")
+            actual = sha256_file(path) if path.is_file() else self.left_out.get(name, {}).get("sha256")
             if actual is None:
                 raise Mismatch(name, "(file)", f"missing: protected file {rel} of the final test's workspace")
             if actual != expected:

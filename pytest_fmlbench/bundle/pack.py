@@ -31,6 +31,7 @@ from typing import Any
 
 from ..compare.sessions import SavedSession, load, resolve
 from ..compare.sessions import saved as saved_sessions
+from ..integrity import sha256_file
 from ..executor import scrubbed_env
 from ..integrity import Manifest
 from ..llm.redact import MASK, redact
@@ -242,7 +243,7 @@ def bundle(session_ref: str, output: Path, *, out_dir: Path, task_roots: list[Pa
             elif reason != "lock":
                 entry = {"path": f"{name}/{rel}", "why": reason}
                 if reason == "data":  # its identity, for the protected-file checks
-                    entry["sha256"], entry["size"] = _file_sha256(path), path.stat().st_size
+                    entry["sha256"], entry["size"] = sha256_file(path), path.stat().st_size
                 left_out.append(entry)
 
     try:
@@ -314,14 +315,6 @@ def sign(data: bytes, key: Path) -> bytes:
             why = (done.stderr.strip().splitlines() or ["no signature written"])[-1]
             raise BundleError(f"ssh-keygen -Y sign with {key} failed: {why}")
         return signature.read_bytes()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _masked(data: bytes, secrets: list[str]) -> tuple[bytes, bool]:
