@@ -3,9 +3,10 @@
 A task's checks of one run (its scores are the declared ones; agent code in it reached nothing hidden) need
 the same one-step run of the task, which trains for real: it is the most expensive thing in the suite. A
 module-scoped fixture runs it once in a project folder of its own (``built_once``) and each test asserts its
-own property on what the run left. Under ``-n 2 --dist worksteal`` a module's tests run on one worker unless
-one is stolen; the worker that stole it then waits for the run the other one builds (a lock in the session's
-folder, which its workers share) instead of training the same run a second time beside it.
+own property on what the run left. `make test`'s ``--dist loadgroup`` keeps a module's tests on one worker
+(tests/conftest.py); under any other distribution (``worksteal`` steals tests) a second worker that asks waits
+for the run the first one builds (a lock in the session's folder, which its workers share) instead of training
+the same run a second time beside it.
 
 ``run_child`` runs the plugin in a child pytest as the ``bench`` fixture does (pytester's
 ``runpytest_subprocess``), for fixtures wider than one test, which pytester's function scope cannot serve.
