@@ -139,10 +139,13 @@ def test_closing_a_step_s_group_ends_what_is_left_in_it_and_removes_it(tmp_path)
     assert not any(directory.exists() for directory in group.dirs)
 
 
-def test_a_deferred_group_is_made_only_for_a_command_that_runs_in_it(tmp_path):
+def test_a_deferred_group_is_made_only_for_a_command_that_runs_in_it(tmp_path, monkeypatch):
     """A step's group asked for ahead of a command that may bring its own (a warm step built ahead) is
     made only when a command is started in it: closed unused, nothing was ever made; a cold command
-    started with it joins it, and it is removed once the command ended."""
+    started with it joins it, and it is removed once the command ended.
+
+    What was made is counted at ``limits.create``, not by listing the parent group: other xdist workers
+    make and remove groups of their own there meanwhile (CI failed once on such a listing)."""
     import pytest
 
     from pytest_fmlbench import isolation
@@ -154,25 +157,28 @@ def test_a_deferred_group_is_made_only_for_a_command_that_runs_in_it(tmp_path):
         pytest.skip(str(exc))
     if unused.backend == "rlimit":
         pytest.skip("no control group here: rlimits bound a step")
-    parent = unused.now().dirs[-1].parent
     unused.close()
 
-    def groups() -> set[str]:
-        return {path.name for path in parent.iterdir() if path.name.startswith("fmlbench-")}
+    made: list = []
+    create = limits.create
 
-    before = groups()
+    def counted_create(*args, **kwargs):
+        made.append(create(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(limits, "create", counted_create)
     never_used = isolation.step_limits(256, 64, False, deferred=True)
     assert isinstance(never_used, limits.Deferred) and never_used.made is not None
     never_used.close()
-    assert groups() == before
+    assert made == []
     group = isolation.step_limits(256, 64, False, deferred=True)
     code = "print(open('/proc/self/cgroup').read())"
     result = run_command([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ), timeout_s=30,
                          log_path=tmp_path / "log.txt", group=group)
     assert result.ok, result.output_tail
-    made = group.now()
-    assert made.dirs[-1].name in result.output_tail
-    assert groups() == before and not made.dirs[-1].exists()
+    assert len(made) == 1 and group.now() is made[0]
+    assert made[0].dirs[-1].name in result.output_tail
+    assert not any(directory.exists() for directory in made[0].dirs)
 
 
 def test_a_group_closed_unwaited_is_emptied_at_once_and_removed_before_the_harness_ends(tmp_path):
