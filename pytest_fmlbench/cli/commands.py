@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import agents, baseline, bundle, compare, data, doctor, judge, report, score, verify
+from . import agents, attach, baseline, bundle, compare, data, doctor, judge, report, score, verify
 
 
 COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
@@ -20,6 +20,7 @@ COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callab
     baseline.COMMAND,
     bundle.COMMAND,
     verify.COMMAND,
+    attach.COMMAND,
 ]
 
 

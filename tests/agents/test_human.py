@@ -1,0 +1,197 @@
+"""``--agent=human``: a scripted person drives the shell through tmux, as a person would from a terminal.
+
+The person's terminal is a tmux server of the test's own (the "outer" one, on the host): it runs
+``fmlbench attach``, whose client talks to the run's tmux server inside the agent sandbox; the test types
+into the outer terminal (``send-keys``) and reads its screen (``capture-pane``). Steps, records, the
+transcript, the final test, the sandbox's view and attach after a killed terminal are asserted on what
+the harness recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from llm.fixtures import TOY
+
+from pytest_fmlbench.agentkit.human_sessions import find_sessions, matching
+from pytest_fmlbench.agentkit.human_terminal import ActiveTime, clean_output, idle_rule, parse_command_log
+from pytest_fmlbench.agentkit.loading import load_builtin
+from pytest_fmlbench.cli.commands import main as fmlbench
+from pytest_fmlbench.runner import RunSettings, execute
+from pytest_fmlbench.spec import load_task
+
+SECRET_KEY = "sk-SECRET-the-person-must-not-see-0123456789"
+needs_tools = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("tmux") is None,
+                                 reason="bubblewrap and tmux are needed")
+SCREEN_TIMEOUT_S = 60.0
+
+
+class Terminal:
+    """The person's terminal: a tmux server of the test's own, holding one shell."""
+
+    def __init__(self, folder: Path, name: str):
+        self.socket = str(folder / f"{name}.sock")
+        self.tmux("new-session", "-d", "-x", "160", "-y", "48", "bash", "--norc", "--noprofile")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], capture_output=True,
+                              text=True, check=True, timeout=30).stdout
+
+    def type(self, line: str) -> None:
+        self.tmux("send-keys", "-l", line)
+        self.tmux("send-keys", "Enter")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", *keys)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-S", "-200")
+
+    def wait_for(self, text: str, timeout_s: float = SCREEN_TIMEOUT_S) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never showed on the person's screen:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def task(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    shutil.copytree(TOY, tmp_path / "toy_task")
+    return load_task(tmp_path / "toy_task" / "task.yaml")
+
+
+def start_run(task, out: Path, steps: int, **options):
+    human = load_builtin("human")
+    settings = RunSettings(agent_cls=human, agent_name=human.name, agent_options=human.Options(**options),
+                           out_dir=out, steps=steps)
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["outcome"] = execute(task, 0, settings)
+        except BaseException as exc:  # the test's thread reports it
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def wait_for_session(task_id: str, started: float, timeout_s: float = SCREEN_TIMEOUT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [s for s in matching(find_sessions(), task_id) if s.beacon.started >= started]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("no human session started")
+
+
+ATTACH = f"env -u TMUX {sys.executable} -m pytest_fmlbench.cli attach --pick {{pick}} toy_task"
+
+
+@needs_tools
+def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submits(task, tmp_path):
+    harness_file = task.root / "harness" / "evaluate.py"
+    before = harness_file.read_bytes()
+    started = time.time()
+    thread, result = start_run(task, tmp_path / "out", steps=3, wall_clock_s=240)
+    session = wait_for_session(task.id, started)
+    pick = [s.pid for s in matching(find_sessions(), task.id)].index(session.pid) + 1
+    person = Terminal(tmp_path, "person")
+    try:
+        person.type(ATTACH.format(pick=pick))
+        person.wait_for("fmlbench: a human baseline on toy_task")
+        # what the person can reach: no harness, no task folder, no run records, no key
+        person.type(f"ls {task.root / 'harness'} harness /workspace/harness {tmp_path / 'out'}; echo probe-$((1 + 1))")
+        probe = person.wait_for("probe-2\n")
+        assert probe.count("No such file or directory") == 4
+        person.type("env | grep -c SECRET; grep -rl SECRET /proc/*/environ 2>/dev/null | wc -l; echo keys-$((1 + 1))")
+        keys = person.wait_for("keys-2\n")
+        assert "\n0\n0\nkeys-2" in keys, keys
+        person.type("echo '{\"lr\": 0.5, \"epochs\": 40}' > config.json && echo note > notes.txt")
+        person.type("fmlbench-validate 'lr 0.5, 40 epochs'")
+        person.wait_for("step 1 of 3: accuracy")
+        # a shell variable survives a detach and an attach
+        person.type("export MARK=kept-across-attach")
+        person.keys("C-b", "d")
+        person.wait_for("[detached")
+        person.type(ATTACH.format(pick=pick))
+        person.wait_for("fmlbench-validate 'lr 0.5, 40 epochs'")
+        person.type("echo mark=$MARK")
+        person.wait_for("mark=kept-across-attach")
+        # the terminal dies (its window closed, the SSH link lost): the session and its step remain
+        person.kill()
+        person = Terminal(tmp_path, "person-again")
+        person.type(ATTACH.format(pick=pick))
+        person.wait_for("mark=kept-across-attach")
+        person.type("fmlbench-status")
+        status = person.wait_for("active: ")
+        assert "steps: 1 used, 2 left of 3" in status and "best so far: step 1" in status
+        person.type("fmlbench-submit")
+        thread.join(timeout=120)
+    finally:
+        person.kill()
+    assert not thread.is_alive() and "error" not in result, result.get("error")
+    outcome = result["outcome"]
+    record, steps = outcome.record, outcome.store.load_steps()
+    assert record.status == "finished" and record.end_reason == "submitted by the person"
+    assert record.agent == "human" and record.agent_process == "bwrap"
+    assert [s.plan for s in steps] == ["lr 0.5, 40 epochs"] and steps[0].success and steps[0].metric > 0.76
+    assert json.loads(outcome.store.read_snapshot(steps[0].snapshot)["config.json"]) == {"lr": 0.5, "epochs": 40}
+    assert record.best_step == 1 and record.test_metric is not None and record.integrity == "ok"
+    assert steps[0].extra["ignored_changes"] == ["notes.txt"]
+    assert harness_file.read_bytes() == before
+
+    # the transcript: the session's start, the commands and their output, the person's active time
+    first, end = steps[0].extra["transcript"], steps[0].extra["transcript_end"]
+    (start,) = [e for e in first if e["type"] == "start"]
+    assert start["tool"] == "human" and "fmlbench-validate" in start["prompt"]
+    commands = [e["command"] for e in first + end if e["type"] == "command"]
+    assert commands[-3:] == ["echo mark=$MARK", "fmlbench-status", "fmlbench-submit"]
+    assert "fmlbench-validate 'lr 0.5, 40 epochs'" in commands
+    output = "".join(e["text"] for e in first + end if e["type"] == "output")
+    assert "probe-2" in output and "step 1 of 3: accuracy" in output
+    activity = [e for e in end if e["type"] == "activity"][-1]
+    assert 0 < activity["active_s"] <= activity["session_s"] and activity["rule"] == idle_rule(300.0)
+    for path in (p for p in (tmp_path / "out").rglob("*") if p.is_file()):
+        assert SECRET_KEY.encode() not in path.read_bytes(), path
+
+
+# -- the parts, without a sandbox -----------------------------------------------------------------
+
+def test_active_time_counts_short_gaps_in_full_and_long_ones_not_at_all():
+    active = ActiveTime(idle_gap_s=300)
+    for when in (1000, 1010, 1010, 1100, 2000, 2005, 1990):
+        active.saw(when)
+    # 10 + 90, then a 900 s gap is idle, then 5; a time out of order adds nothing
+    assert active.active_s == 105
+
+
+def test_the_command_log_and_terminal_output_are_read_as_text():
+    log = "\x1e0 1700000010\n   12  1700000003 ls -l\n\x1e1 1700000020\n   13* 1700000015 for x in 1 2\ndo echo $x\ndone\n"
+    assert parse_command_log(log) == [
+        {"type": "command", "command": "ls -l", "history": 12, "entered": 1700000003, "ended": 1700000010,
+         "exit_code": 0},
+        {"type": "command", "command": "for x in 1 2\ndo echo $x\ndone", "history": 13, "entered": 1700000015,
+         "ended": 1700000020, "exit_code": 1}]
+    assert clean_output("\x1b[1;32mok\x1b[0m\r\n10%\r50%\r100%\n\x1b]0;title\x07done") == "ok\n100%\ndone"
+
+
+def test_attach_without_a_waiting_session_says_so(capsys):
+    assert fmlbench(["attach", "no-such-task"]) == 1
+    assert "no human session for 'no-such-task' waits on this machine" in capsys.readouterr().err
