@@ -1,7 +1,7 @@
 """The documentation site (`make docs`): it builds with warnings as errors, its reference pages hold every
 option and command the code declares, in headless Chromium every internal link of every page reaches a
 page that exists and every anchor it names is on that page, every pytest and fmlbench command of its pages
-names options, commands and agent options that exist, and its JavaScript client of the agent protocol
+(and of the README) names options, commands and agent options that exist, and its JavaScript client of the agent protocol
 drives a run."""
 
 import contextlib
@@ -167,12 +167,12 @@ def test_the_javascript_client_of_the_how_to_drives_a_run(pytester, toy, monkeyp
     assert record["test_metric"] is not None
 
 
-def shell_commands(root: Path) -> list[tuple[str, list[str]]]:
+def shell_commands(pages: list[Path]) -> list[tuple[str, list[str]]]:
     """(page, words) of every pytest and fmlbench command in the pages' bash blocks, as a shell splits it."""
     import shlex
 
     found = []
-    for page in sorted(root.rglob("*.md")):
+    for page in pages:
         for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S):
             for line in block.replace("\\\n", " ").splitlines():
                 words = shlex.split(line, comments=True)
@@ -183,7 +183,7 @@ def shell_commands(root: Path) -> list[tuple[str, list[str]]]:
                 if words and words[0].startswith(".venv/bin/"):
                     words[0] = words[0][len(".venv/bin/"):]
                 if words and words[0] in ("pytest", "fmlbench"):
-                    found.append((str(page.relative_to(root)), words))
+                    found.append((str(page.relative_to(REPO)), words))
     return found
 
 
@@ -199,8 +199,9 @@ def pytest_option_strings() -> set[str]:
 def test_every_command_of_the_site_names_options_commands_and_agent_options_that_exist():
     from pytest_fmlbench.agentkit.catalog import catalog
 
-    commands = shell_commands(REPO / "docs")
-    assert len(commands) > 40
+    # the README's commands too: it shows one example of each main use, each also on a page of the site
+    commands = shell_commands([REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
+    assert len(commands) > 40 and any(page == "README.md" for page, _words in commands)
     known = pytest_option_strings()
     agents = {info.name: {option.name for option in info.options} for info in catalog()}
     parser = docs_reference.cli_parser()

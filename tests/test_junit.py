@@ -33,7 +33,7 @@ def assert_xunit2_structure(path):
 
 
 def junitparser_metrics(path) -> dict[str, dict[str, str]]:
-    """Every item's metrics as a dashboard script reads them with junitparser (README example)."""
+    """Every item's metrics as a dashboard script reads them with junitparser (the outcomes page's example)."""
     metrics: dict[str, dict[str, str]] = {}
     for suite in junitparser.JUnitXml.fromfile(str(path)):
         for prop in suite.properties():
@@ -72,10 +72,9 @@ def test_xunit1_keeps_properties_on_each_testcase(pytester, toy, bench, family):
 
 
 def test_readme_junitparser_example_reads_the_metrics(pytester, toy, bench, monkeypatch):
-    from conftest import REPO
+    from doc_pages import one_example
 
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("<!-- junitparser-example -->", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    block = one_example(r"<!-- junitparser-example -->\n```python\n(.*?)```", "reference/outcomes.md")
     assert len(block.strip().splitlines()) == 5
     bench("--agent=baseline", "--junitxml=out.xml", "toy_task").assert_outcomes(passed=1)
     monkeypatch.chdir(pytester.path)

@@ -12,7 +12,7 @@ def _project_with_its_own_tests(pytester: pytest.Pytester) -> None:
 
 
 def test_the_resume_command_run_twice_never_collects_the_projects_tests(pytester, toy, bench):
-    """README's resume command: `--fmlbench-out DIR` as two words, DIR outside the project. Once DIR exists
+    """A resume command as users wrote it: `--fmlbench-out DIR` as two words, DIR outside the project. Once DIR exists
     (a second run; the first run's xdist workers, started after the controller made it) pytest took DIR for
     a test path: its root moved, testpaths no longer applied and the project's own tests ran. Both runs stop
     with one line naming the fix; the fixed command runs, and resumes."""

@@ -1,14 +1,15 @@
-"""The README's examples work as written, and its layout list matches the folders."""
+"""The README's examples, and the site pages' copies of them, work as written; the layout list (the README's,
+the same as the site's) matches the folders."""
 
 import fnmatch
 import re
 
 from conftest import REPO, load_record
+from doc_pages import document, one_example
 
 
 def test_readme_agent_example(pytester, toy, bench):
-    readme = (REPO / "README.md").read_text()
-    example = re.search(r"```python\n(# my_agent.py.*?)```", readme, re.S).group(1)
+    example = one_example(r"```python\n(# my_agent.py.*?)```", "README.md", "how-to/write-an-agent.md")
     command = re.search(r"->\s+pytest (.*)", example).group(1).split()
     (pytester.path / "my_agent.py").write_text(example)
     result = bench(*command, "toy_task")
@@ -18,13 +19,12 @@ def test_readme_agent_example(pytester, toy, bench):
 
 
 def test_readme_compare_example(pytester, toy, bench, monkeypatch):
-    """Each command of the README's compare block, in order, on the toy task."""
+    """Each command of the compare block (the README's, the same as the how-to's), in order, on the toy task."""
     import shlex
     import sys
 
     monkeypatch.setenv("FMLBENCH_ENCODER", "none")  # exploration metrics play no part here
-    readme = (REPO / "README.md").read_text()
-    block = re.search(r"<!-- compare-example -->\n```bash\n(.*?)```", readme, re.S).group(1)
+    block = one_example(r"<!-- compare-example -->\n```bash\n(.*?)```", "README.md", "how-to/compare-sessions.md")
     commands = [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.strip()]
     assert [c[0] for c in commands] == ["pytest", "pytest", "fmlbench", "pytest", "fmlbench"]
     outputs = []
@@ -90,8 +90,10 @@ def _ignored(name: str) -> bool:
 
 def test_readme_layout_matches_the_folders():
     """Each listed room exists, and every top-level module and folder of the package, and every folder of
-    the repository (hidden and ignored ones aside), is listed once."""
-    listed = [path for room in layout_rooms((REPO / "README.md").read_text()) for path in room]
+    the repository (hidden and ignored ones aside), is listed once; the site's layout page lists the same."""
+    rooms = layout_rooms(document("README.md"))
+    assert layout_rooms(document("explanation/layout.md")) == rooms
+    listed = [path for room in rooms for path in room]
     assert len(listed) == len(set(listed)), f"listed twice: {sorted({p for p in listed if listed.count(p) > 1})}"
     for path in listed:
         target = REPO / path

@@ -9,7 +9,8 @@ from test_ai_scientist_v1 import ToyScientist
 from test_ai_scientist_v2 import ToyResearcher
 from test_openevolve import ToyEvolver
 
-from conftest import REPO, load_record
+from conftest import load_record
+from doc_pages import lines_starting
 
 STEPS = 6
 
@@ -66,8 +67,9 @@ def test_each_agent_runs_from_the_command_line_with_its_options_recorded(pyteste
 # the scripted model that understands each agent's prompts
 MODELS = {"ai-scientist-v1": ToyScientist, "ai-scientist-v2": ToyResearcher, "openevolve": ToyEvolver}
 README_AGENTS = ("aira-mcts", "ai-scientist-v1", "ai-scientist-v2", "autoresearch", "openevolve", "adaptive-search")
-README_LINES = [line.split("#")[0].split() for line in (REPO / "README.md").read_text().splitlines()
-                if line.startswith(tuple(f"pytest --agent={agent} " for agent in README_AGENTS))]
+# as the README and the LLM providers' how-to show them
+README_LINES = [line.split("#")[0].split() for line in lines_starting(
+    tuple(f"pytest --agent={agent} " for agent in README_AGENTS), "README.md", "how-to/llm-providers.md")]
 
 
 def test_the_readme_shows_a_command_for_each_of_these_agents():

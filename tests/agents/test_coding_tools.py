@@ -24,7 +24,8 @@ import pytest
 from llm.fixtures import ANTHROPIC_KEY, OPENAI_KEY, TOY, api_keys  # noqa: F401 (fixture)
 from llm.wire_servers import ToolCall, Turn, WireServer
 
-from conftest import REPO, load_record
+from conftest import load_record
+from doc_pages import lines_starting
 
 from pytest_fmlbench.agent_host.working_copy import WORKDIR_INSIDE
 from pytest_fmlbench.agentkit import AgentLoadError, load_builtin, parse_agent_options
@@ -378,8 +379,9 @@ def test_mini_swe_agent_text_blocks_over_anthropic(task, tmp_path, api_keys):
 # -- as users type it -----------------------------------------------------------------------------------
 
 CODING_AGENTS = ("claude-code", "codex", "mini-swe-agent")
-README_LINES = [shlex.split(line.split("#")[0]) for line in (REPO / "README.md").read_text().splitlines()
-                if line.startswith(tuple(f"pytest --agent={agent} " for agent in CODING_AGENTS))]
+# as the README and the coding agents' how-to show them
+README_LINES = [shlex.split(line.split("#")[0]) for line in lines_starting(
+    tuple(f"pytest --agent={agent} " for agent in CODING_AGENTS), "README.md", "how-to/coding-agent.md")]
 
 
 def one_step_session(agent: str, options: dict[str, str]) -> list[Turn]:
