@@ -19,11 +19,12 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, CodingToolOptions
+from pytest_fmlbench.agentkit.base import AgentOptions
+from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent
 from pytest_fmlbench.agentkit.human_cmd import write_commands
 from pytest_fmlbench.agentkit.human_sessions import beacon_json
 from pytest_fmlbench.agentkit.human_terminal import (
@@ -38,9 +39,19 @@ SUBMITTED = "submitted by the person"
 _WARN_AT_S = (600.0, 120.0)
 _STATUS_EVERY_S = 5.0
 _SUBMIT_LOG_WAIT_S = 2.0
+# kept back from the agent's own time budget to end the session cleanly
+_MIN_MARGIN_S, _MAX_MARGIN_S = 5.0, 60.0
 
 
-class HumanOptions(CodingToolOptions):
+class HumanOptions(AgentOptions):
+    # a coding tool's flags and prompt additions mean nothing to a person: the driver reads them as empty
+    safe_flags: ClassVar[dict[str, bool]] = {}
+    tool_args: ClassVar[str] = ""
+    system_prompt: ClassVar[str] = ""
+
+    wall_clock_s: float | None = Field(
+        None, gt=0, description="end the session after this many seconds, validation runs included (default: the "
+        "agent's own time budget, --agent-timeout, less a margin to end it cleanly)")
     idle_gap_s: float = Field(DEFAULT_IDLE_GAP_S, gt=0, description="a gap between key presses longer than this "
                               "(seconds) is idle: it adds nothing to the person's active time")
 
@@ -86,6 +97,13 @@ class HumanAgent(CodingToolAgent):
                 "OPENAI_API_KEY": PLACEHOLDER_KEY, "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
                 "FMLBENCH_MODEL": model or ""}
 
+    def _wall_clock(self, session) -> float:
+        if self.options.wall_clock_s is not None or session.time_budget_s is None:
+            return super()._wall_clock(session)
+        # ending the session (the shell, its programs, the transcript) takes a few seconds, whatever the budget
+        budget = session.time_budget_s
+        return max(1.0, budget - min(_MAX_MARGIN_S, max(_MIN_MARGIN_S, 0.1 * budget), budget / 2))
+
     # -- the session -------------------------------------------------------------------------------
     def _drive(self, argv: list[str], env: dict[str, str], wall_clock_s: float) -> tuple[str, int | None, str]:
         session = self._session
@@ -113,7 +131,6 @@ class HumanAgent(CodingToolAgent):
                 self._await_submit_logged(terminal)
             if how == "wall clock":
                 terminal.say("fmlbench: the time budget is spent; the session ends, and your best step is tested")
-                time.sleep(1.0)
         finally:
             with self._collect_lock:
                 self._collect(terminal)

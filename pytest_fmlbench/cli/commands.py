@@ -37,6 +37,7 @@ EPILOG = """examples:
   fmlbench baseline --measure -k privacy_opacus_full   a full task's baseline measured here (source: measured)
   fmlbench bundle last -o results.tar.zst        the last session, packed for anyone to verify offline
   fmlbench verify results.tar.zst                hashes, integrity chains, tables re-scored; --rerun RUN
+  fmlbench attach privacy_opacus                 the shell of a human baseline run (pytest --agent=human)
 
 'fmlbench COMMAND --help' describes one command."""
 

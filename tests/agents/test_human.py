@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from llm.fixtures import TOY
 
+from pytest_fmlbench.agent_host.launcher import AgentLimits
 from pytest_fmlbench.agentkit.human_sessions import find_sessions, matching
 from pytest_fmlbench.agentkit.human_terminal import ActiveTime, clean_output, idle_rule, parse_command_log
 from pytest_fmlbench.agentkit.loading import load_builtin
@@ -74,10 +75,10 @@ def task(tmp_path, monkeypatch):
     return load_task(tmp_path / "toy_task" / "task.yaml")
 
 
-def start_run(task, out: Path, steps: int, **options):
+def start_run(task, out: Path, steps: int, agent_limits: AgentLimits = AgentLimits(), **options):
     human = load_builtin("human")
     settings = RunSettings(agent_cls=human, agent_name=human.name, agent_options=human.Options(**options),
-                           out_dir=out, steps=steps)
+                           out_dir=out, steps=steps, agent_limits=agent_limits)
     result: dict = {}
 
     def run() -> None:
@@ -170,6 +171,19 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     assert 0 < activity["active_s"] <= activity["session_s"] and activity["rule"] == idle_rule(300.0)
     for path in (p for p in (tmp_path / "out").rglob("*") if p.is_file()):
         assert SECRET_KEY.encode() not in path.read_bytes(), path
+
+
+@needs_tools
+def test_the_agent_timeout_ends_a_session_nobody_attached_to_with_the_final_test(task, tmp_path):
+    started = time.monotonic()
+    thread, result = start_run(task, tmp_path / "out", steps=3, agent_limits=AgentLimits(timeout_s=6))
+    thread.join(timeout=120)
+    assert "error" not in result, result.get("error")
+    record = result["outcome"].record
+    # its wall clock: the budget less a margin to end cleanly, so the agent's process is never killed for it
+    assert record.status == "finished" and record.end_reason == "wall-clock budget reached"
+    assert record.steps_used == 0 and record.test_on_baseline and record.test_metric is not None
+    assert 3 <= time.monotonic() - started < 60
 
 
 # -- the parts, without a sandbox -----------------------------------------------------------------

@@ -1,0 +1,47 @@
+"""The tables normalised by a person (``reports.human_baseline``), on hand-made records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scoring.records import record
+
+from pytest_fmlbench.reports.human_baseline import against_human, human_items
+from pytest_fmlbench.reports.text import print_whole
+from pytest_fmlbench.reports.tables import _console
+from pytest_fmlbench.scoring.aggregate import Scores
+
+
+def scores(*records) -> Scores:
+    return Scores.from_runs([(r, []) for r in records], encoder=None)
+
+
+def ran(agent: str, task: str, test: float, seed: int = 0):
+    # baseline test 0.6, D = 1: NI = test - 0.6
+    return record(agent=agent, task=task, seed=seed, run_id=f"{agent}-{task}-{seed}", test_metric=test)
+
+
+def test_each_agent_is_set_against_the_person_on_the_same_task_only():
+    frame = against_human(scores(ran("human", "t1", 0.8), ran("human", "t1", 0.7, seed=1), ran("aide", "t1", 0.65),
+                                 ran("aide", "t2", 0.9), ran("random-search", "t1", 0.9),
+                                 ran("human", "t3", 0.5), ran("aide", "t3", 0.7)))
+    rows = {(r.task, r.agent_group.split()[0]): r for r in frame.itertuples()}
+    # t2 has no human run: not in the table; the person's NI is the mean over their seeds
+    assert set(rows) == {("t1", "aide"), ("t1", "random-search"), ("t3", "aide")}
+    assert rows["t1", "aide"].human_ni == pytest.approx((0.2 + 0.1) / 2) and rows["t1", "aide"].human_seeds == 2
+    assert rows["t1", "aide"].share_of_human == pytest.approx(0.05 / 0.15)
+    assert rows["t1", "random-search"].share_of_human == pytest.approx(0.3 / 0.15)
+    # the person did not beat the baseline on t3 (NI clamped at 0): no share, the difference still shown
+    assert math.isnan(rows["t3", "aide"].share_of_human) and rows["t3", "aide"].ni_minus_human == pytest.approx(0.1)
+
+
+def test_the_summary_items_show_the_table_only_where_a_person_ran():
+    assert human_items(scores(ran("aide", "t1", 0.7))) == []
+    items = human_items(scores(ran("human", "t1", 0.8), ran("aide", "t1", 0.9), ran("aide", "t3", 0.9)))
+    console, buffer = _console(200)
+    for item in items:
+        print_whole(console, item)
+    text = buffer.getvalue()
+    assert "Against the human baseline" in text and "1.50" in text
+    assert "reached the person's NI on 1 of 1 task(s)" in text
