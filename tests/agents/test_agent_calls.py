@@ -1,4 +1,4 @@
-"""LLM calls per step of each LLM agent, measured on the loopback server (the README's figures), and
+"""LLM calls per step of each LLM agent, measured on the loopback server (the figures of docs/reference/agents.md), and
 `pytest --agent=NAME --model=...` as users type it for each agent of this folder."""
 
 import pytest
