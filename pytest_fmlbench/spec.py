@@ -267,6 +267,19 @@ class AuditLimits(_Strict):
         "range; a run whose test beats its validation by far more flags the run. Default: the baseline's own")
 
 
+class TaskNoise(_Strict):
+    """How much the task's test value moves when nothing better was done, in the metric's raw units: what a
+    comparison of two sessions must tell a real change from (``fmlbench compare``, ``--fmlbench-compare``)."""
+
+    kernel_spread: float = Field(
+        ge=0, description="the largest difference of the unchanged baseline's test value from one machine (CPU "
+        "model, instruction set, GPU) to another, as scripts/baseline_spread.py measures it; 0: the same everywhere")
+    seed_sd: float = Field(
+        ge=0, description="the standard deviation of one run's test value over seeds, of a stochastic agent "
+        "(random-search at its usual budget) on one machine")
+    measured_on: str = Field(min_length=1, description="where and when: '<CPU or GPU>, <date>'")
+
+
 class MeasuredBaseline(_Strict):
     """What `fmlbench baseline --measure` writes: the unchanged baseline's values, where and when."""
 
@@ -320,6 +333,7 @@ class TaskSpec(_Strict):
         "workspace receives pytest_fmlbench/taskkit/<module>.py at that path (the harness imports the same "
         "module), so the task folder keeps one source of it")
     audit: AuditLimits = AuditLimits()
+    noise: TaskNoise | None = Field(None, description="the measured noise of the test value (compare's power)")
     warm: list[str] | None = Field(
         None, description="modules the experiments' warm parent imports before it forks each step "
         "(e.g. [numpy, pandas, sklearn.linear_model]); absent: the installed modules the baseline's "

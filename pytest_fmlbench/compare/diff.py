@@ -13,28 +13,39 @@ The gate looks at two measures: NI, clamped at 0 as the original's, and the sign
 without the clamp), which alone sees a run that got worse than the baseline. A task regresses when
 either fell by more than the threshold.
 
-Detectable change (``POWER``): the smallest true change the same t-test would find with 80% power at
-the seeds' spread, (t_{1-alpha/2} + t_{0.8}) x SEM of the difference; 0 when the differences are the same
-on every seed (any change is real), unknown with one seed a side.
+With one run a side and a task that declares its noise (task.yaml's ``noise``), the difference is
+tested against the declared seed noise (a z-test, sd sqrt(2) x seed_sd). When the two sessions' machines
+differ (or one is not recorded), a shift up to the task's kernel spread is noise too: a change must exceed
+the spread (:mod:`.power`).
+
+Detectable change: the smallest true drop the same test would find with 80% power at the seeds' spread
+(noncentral t, :mod:`.power`); 0 when the differences are the same on every seed (any change is real),
+unknown with one seed a side and no declared noise. The gate says "cannot tell" for a task where a drop of
+its threshold could go unseen, and fails only tasks whose drop exceeds both the threshold and the noise
+(or whose noise is unknown, as before).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from . import power as pw
+from .machines import MachineDifference, difference
 from .sides import Side
 
-ALPHA = 0.05
+ALPHA = pw.ALPHA
 RULE = (f"a change exceeds the noise when a two-sided t-test over seeds gives p < {ALPHA} (paired by seed when "
-        "both sides have the seed, else Welch's); with one seed a side the noise is unknown")
-POWER = 0.8
-POWER_RULE = (f"'detectable' is the smallest change that t-test would find with {POWER:.0%} power at the seeds' "
-              "spread")
+        "both sides have the seed, else Welch's); with one seed a side, a z-test against the seed noise task.yaml "
+        "declares, or else the noise is unknown; on different machines a change must exceed the task's kernel spread")
+POWER = pw.POWER
+POWER_RULE = (f"'detectable' is the smallest drop that test would find with {POWER:.0%} power at the seeds' "
+              "spread (noncentral t)")
 NO_SEEDS = "no seeds: noise unknown"
 # the gate's measures, as its lines name them: (name, attribute of TaskComparison)
 SIGNED = "signed improvement"
@@ -56,6 +67,19 @@ class Delta:
     verdict: str
     # the smallest change the test would find with POWER at this spread; 0 when noiseless, NaN when unknown
     detectable: float = NAN
+    # the standard deviation of one seed's difference (NaN: unknown), whether it is task.yaml's declared seed
+    # noise (one seed a side) rather than the seeds' own, and the kernel spread a change must exceed
+    sd: float = NAN
+    declared: bool = False
+    margin: float = 0.0
+
+    @property
+    def within_noise(self) -> bool:
+        return self.verdict.startswith("within")
+
+    def seeds_needed(self, drop: float) -> int | None:
+        """Paired seeds a side at which a drop of ``drop`` is found with POWER (:func:`.power.seeds_needed`)."""
+        return pw.seeds_needed(drop, self.sd, self.margin, declared=self.declared)
 
 
 @dataclass
@@ -71,6 +95,7 @@ class TaskComparison:
     ni: Delta
     test: Delta
     signed: Delta
+    noise: pw.Noise | None = None
 
     @property
     def solver(self) -> str:
@@ -81,18 +106,52 @@ class TaskComparison:
         return 0.0 - getattr(self, measure).delta  # never -0
 
     def tripped(self, threshold: float) -> list[str]:
-        """The gate's measures that fell by more than ``threshold``, by name."""
+        """The gate's measures that fell by more than ``threshold`` and by more than the noise (or whose noise
+        is unknown), by name."""
         return [name for name, measure in MEASURES
-                if not math.isnan(self.drop(measure)) and self.drop(measure) > threshold]
+                if self.drop(measure) > threshold and not getattr(self, measure).within_noise]
 
-    def as_dict(self) -> dict[str, Any]:
+    @property
+    def powered(self) -> Delta:
+        """The measure whose power the gate states: the signed improvement (NI's clamp at 0 hides a drop
+        below the baseline), or NI where the signed improvement has no value."""
+        return self.ni if self.signed.verdict.startswith("n/a") else self.signed
+
+    def gate(self, threshold: float) -> tuple[str, str]:
+        """("regression" | "cannot tell" | "ok", why): "cannot tell" where a drop of ``threshold`` could go
+        unseen: a drop beyond it within the noise, a detectable drop above it, or noise unknown."""
+        tripped = self.tripped(threshold)
+        if tripped:
+            return "regression", ", ".join(tripped)
+        within = [f"{name} fell by {self.drop(m):.2g}, within noise" for name, m in MEASURES
+                  if self.drop(m) > threshold and getattr(self, m).within_noise]
+        if within:
+            return "cannot tell", "; ".join(within)
+        d = self.powered
+        if d.verdict.startswith("n/a"):
+            return "ok", "no value to compare"
+        if math.isnan(d.detectable):
+            return "cannot tell", "noise unknown: one seed a side and no noise declared in task.yaml"
+        if d.detectable > threshold:
+            return "cannot tell", f"detectable drop {d.detectable:.2g} > {threshold:g}"
+        return "ok", f"a drop of {threshold:g} is detected with {POWER:.0%} power"
+
+    def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         out = {"solver": self.solver, "old_solver": self.old_solver, "new_solver": self.new_solver,
                "task": self.task, "metric": self.metric, "direction": self.direction, "paired_seeds": self.paired,
-               "old_seeds": " ".join(self.old_seeds), "new_seeds": " ".join(self.new_seeds)}
+               "old_seeds": " ".join(self.old_seeds), "new_seeds": " ".join(self.new_seeds),
+               "declared_seed_sd_ni": self.noise.seed_sd if self.noise else NAN,
+               "declared_kernel_spread_ni": self.noise.kernel_spread if self.noise else NAN,
+               "kernel_spread_counted": self.signed.margin > 0 or self.ni.margin > 0}
         for name, d in (("ni", self.ni), ("signed", self.signed), ("test", self.test)):
             out.update({f"{name}_old": d.old, f"{name}_old_sem": d.old_sem, f"{name}_new": d.new,
                         f"{name}_new_sem": d.new_sem, f"{name}_delta": d.delta, f"{name}_delta_sem": d.sem,
                         f"{name}_p": d.p, f"{name}_verdict": d.verdict, f"{name}_detectable": d.detectable})
+        if threshold is not None:
+            gate, why = self.gate(threshold)
+            needed = self.powered.seeds_needed(threshold)
+            out.update({"gate": gate, "gate_why": why,
+                        "seeds_needed": needed if needed else None})
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 
 
@@ -104,23 +163,38 @@ class Comparison:
     only_old: list[tuple[str, str]] = field(default_factory=list)  # (solver, task)
     only_new: list[tuple[str, str]] = field(default_factory=list)
     matching: str = "agent, model and task"
+    machines: MachineDifference = field(default_factory=lambda: MachineDifference(False, []))
 
     def regressions(self, threshold: float) -> list[TaskComparison]:
-        """Tasks whose NI or signed improvement fell by more than ``threshold``."""
+        """Tasks whose NI or signed improvement fell by more than ``threshold`` and the noise."""
         return [t for t in self.tasks if t.tripped(threshold)]
 
-    def as_dict(self) -> dict[str, Any]:
+    def cannot_tell(self, threshold: float) -> list[TaskComparison]:
+        """Tasks without a regression where a drop of ``threshold`` could have gone unseen."""
+        return [t for t in self.tasks if t.gate(threshold)[0] == "cannot tell"]
+
+    def machines_line(self) -> str | None:
+        from .machines import line
+
+        return line(self.machines, {t.task: t.noise.kernel_spread for t in self.tasks if t.noise})
+
+    def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         return {"old": self.old_label, "new": self.new_label, "matched_on": self.matching, "rule": RULE,
                 "power": POWER_RULE, "gate_measures": [name for name, _ in MEASURES],
-                "tasks": [t.as_dict() for t in self.tasks],
+                "hardware_differs": self.machines.differs, "hardware": self.machines_line(),
+                "tasks": [t.as_dict(threshold) for t in self.tasks],
                 "only_old": [{"solver": s, "task": t} for s, t in self.only_old],
                 "only_new": [{"solver": s, "task": t} for s, t in self.only_new]}
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame([t.as_dict() for t in self.tasks])
+    def frame(self, threshold: float | None = None) -> pd.DataFrame:
+        return pd.DataFrame([t.as_dict(threshold) for t in self.tasks])
 
 
-def compare(old: Side, new: Side) -> Comparison:
+def compare(old: Side, new: Side, noise: Mapping[str, pw.Noise] | None = None) -> Comparison:
+    """``noise``: each task's declared noise by task id (:func:`.power.declared_noise`); tasks not in it have
+    none."""
+    noise = noise or {}
+    machines = difference(old.hardware, new.hardware)
     def solver(frame: pd.DataFrame) -> pd.Series:
         return frame["agent"] + "/" + frame["model"].astype(str)
 
@@ -137,29 +211,34 @@ def compare(old: Side, new: Side) -> Comparison:
     tasks = []
     for k in sorted(set(old_groups) & set(new_groups)):
         a, b = old_groups[k], new_groups[k]
-        tasks.append(_task(a, b))
+        tasks.append(_task(a, b, noise.get(b["task"].iloc[0]), machines.spread_is_noise))
     return Comparison(
         old.label, new.label, tasks,
         only_old=[label(k) for k in sorted(set(old_groups) - set(new_groups))],
         only_new=[label(k) for k in sorted(set(new_groups) - set(old_groups))],
-        matching="task (one agent/model a side, different ones)" if across else "agent, model and task")
+        matching="task (one agent/model a side, different ones)" if across else "agent, model and task",
+        machines=machines)
 
 
 def _key(k: Any) -> tuple:
     return k if isinstance(k, tuple) else (k,)
 
 
-def _task(a: pd.DataFrame, b: pd.DataFrame) -> TaskComparison:
+def _task(a: pd.DataFrame, b: pd.DataFrame, noise: pw.Noise | None, spread_is_noise: bool) -> TaskComparison:
     a, b = _borrow_scale(a, b), _borrow_scale(b, a)
     a, b = a.set_index("seed"), b.set_index("seed")
     paired = sorted(set(a.index) & set(b.index), key=_seed_order)
     first = b.iloc[0]
+
+    def delta(column: str, measure: str) -> Delta:
+        seed_sd, spread = noise.on(measure) if noise else (NAN, 0.0)
+        return _delta(a[column], b[column], paired, seed_sd=seed_sd, margin=spread if spread_is_noise else 0.0)
+
     return TaskComparison(
         old_solver=a["solver"].iloc[0], new_solver=b["solver"].iloc[0], task=first["task"], metric=first["metric"],
         direction=first["direction"], paired=len(paired), old_seeds=sorted(a.index, key=_seed_order),
-        new_seeds=sorted(b.index, key=_seed_order),
-        ni=_delta(a["ni"], b["ni"], paired), test=_delta(a["raw_test"], b["raw_test"], paired),
-        signed=_delta(a["signed"], b["signed"], paired))
+        new_seeds=sorted(b.index, key=_seed_order), ni=delta("ni", "ni"), test=delta("raw_test", "test"),
+        signed=delta("signed", "signed"), noise=noise)
 
 
 def _borrow_scale(side: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
@@ -188,7 +267,9 @@ def _mean_sem(values: np.ndarray) -> tuple[float, float]:
     return mean, sem
 
 
-def _delta(old: pd.Series, new: pd.Series, paired: list[str]) -> Delta:
+def _delta(old: pd.Series, new: pd.Series, paired: list[str], seed_sd: float = NAN, margin: float = 0.0) -> Delta:
+    """``seed_sd``: the task's declared seed noise on this measure's scale (NaN: none), used with one seed a
+    side; ``margin``: the kernel spread a change must exceed (0 on the same machine)."""
     from scipy import stats
 
     if paired:
@@ -204,28 +285,52 @@ def _delta(old: pd.Series, new: pd.Series, paired: list[str]) -> Delta:
     (mo, so), (mn, sn) = _mean_sem(x), _mean_sem(y)
     if len(x) == 0 or len(y) == 0:
         return Delta(mo, so, mn, sn, NAN, NAN, NAN, "n/a (no value on one side)")
-    if paired:
+    # the spread to test the change against: (SEM, degrees of freedom, sd of one seed's difference, p or NaN)
+    if paired and len(x) >= 2:
         d = y - x
         delta, sem = _mean_sem(d)
-        if len(d) < 2:
-            return Delta(mo, so, mn, sn, delta, sem, NAN, NO_SEEDS)
         if np.all(d == d[0]):
-            # identical differences on every seed: a deterministic change, no noise to beat
-            return Delta(mo, so, mn, sn, delta, 0.0, 0.0 if delta else 1.0,
-                         "exceeds noise (same on every seed)" if delta else "no change", detectable=0.0)
-        p = float(stats.ttest_rel(y, x).pvalue)
-        df = len(d) - 1
+            # identical differences on every seed: a deterministic change, no noise to beat but the spread
+            return _deterministic(mo, so, mn, sn, delta, margin, "same on every seed")
+        df, sd = len(d) - 1, float(d.std(ddof=1))
+        p = float(stats.ttest_rel(y, x).pvalue) if not margin else NAN
+    elif not paired and len(x) >= 2 and len(y) >= 2:
+        delta, sem = mn - mo, math.sqrt(so ** 2 + sn ** 2)
+        if sem == 0:
+            return _deterministic(mo, so, mn, sn, delta, margin, "no spread")
+        # Welch-Satterthwaite degrees of freedom; a seed's difference spreads as both sides' runs together
+        df = sem ** 4 / (so ** 4 / (len(x) - 1) + sn ** 4 / (len(y) - 1))
+        sd = math.sqrt(len(x) * so ** 2 + len(y) * sn ** 2)
+        p = float(stats.ttest_ind(y, x, equal_var=False).pvalue) if not margin else NAN
     else:
         delta = mn - mo
-        if len(x) < 2 or len(y) < 2:
-            return Delta(mo, so, mn, sn, delta, NAN, NAN, NO_SEEDS)
-        sem = math.sqrt(so ** 2 + sn ** 2)
-        if sem == 0:
-            return Delta(mo, so, mn, sn, delta, 0.0, 0.0 if delta else 1.0,
-                         "exceeds noise (no spread)" if delta else "no change", detectable=0.0)
-        p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
-        # Welch-Satterthwaite degrees of freedom
-        df = sem ** 4 / (so ** 4 / (len(x) - 1) + sn ** 4 / (len(y) - 1))
-    verdict = f"exceeds noise (p={p:.2g})" if p < ALPHA else f"within noise (p={p:.2g})"
-    detectable = float((stats.t.ppf(1 - ALPHA / 2, df) + stats.t.ppf(POWER, df)) * sem)
-    return Delta(mo, so, mn, sn, delta, sem, p, verdict, detectable=detectable)
+        if math.isnan(seed_sd):
+            return Delta(mo, so, mn, sn, delta, NAN, NAN, NO_SEEDS, margin=margin)
+        if seed_sd == 0:
+            return _deterministic(mo, so, mn, sn, delta, margin, "task.yaml declares no seed noise")
+        # too few seeds to measure the spread: the task's declared seed noise, a z-test
+        df, sd = math.inf, math.sqrt(2) * seed_sd
+        sem, p = seed_sd * math.sqrt(1 / len(x) + 1 / len(y)), NAN
+    if math.isnan(p):
+        # beyond the margin in the direction of the change, at the two-sided critical value
+        statistic = (abs(delta) - margin) / sem
+        tail = stats.norm.sf(statistic) if math.isinf(df) else stats.t.sf(statistic, df)
+        p = float(min(1.0, 2 * tail))
+    declared = math.isinf(df)  # only the declared seed noise is known exactly
+    notes = "".join([", seed noise from task.yaml" if declared else "",
+                     f", beyond the kernel spread {margin:.2g}" if margin else ""])
+    verdict = f"exceeds noise (p={p:.2g}{notes})" if p < ALPHA else f"within noise (p={p:.2g}{notes})"
+    return Delta(mo, so, mn, sn, delta, sem, p, verdict, detectable=pw.detectable(sem, df, margin), sd=sd,
+                 declared=declared, margin=margin)
+
+
+def _deterministic(mo: float, so: float, mn: float, sn: float, delta: float, margin: float, why: str) -> Delta:
+    """A change with no spread to beat: real if it exceeds the margin (the kernel spread, on other machines)."""
+    if not delta:
+        verdict = "no change"
+    elif abs(delta) > margin:
+        verdict = f"exceeds noise ({why})"
+    else:
+        verdict = f"within noise ({why}, within the kernel spread {margin:.2g})"
+    p = 0.0 if verdict.startswith("exceeds") else 1.0
+    return Delta(mo, so, mn, sn, delta, 0.0, p, verdict, detectable=margin, sd=0.0, margin=margin)

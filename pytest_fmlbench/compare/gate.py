@@ -4,8 +4,11 @@
 session: ``last``, a number, a name); it is resolved when the session starts, before this session is
 saved, so ``last`` means the session before this one, and a bad reference stops pytest before any task
 runs. ``--fmlbench-fail-on-regression=X`` turns the comparison into a gate: the session's exit status
-is non-zero when a task's NI or signed improvement (NI without its clamp at 0) dropped by more than X,
-even if every item passed.
+is non-zero when a task's NI or signed improvement (NI without its clamp at 0) dropped by more than X
+and by more than the noise (or the noise is unknown), even if every item passed. A task where a drop of X
+could have gone unseen (too few seeds for its noise, or a drop within it) is named "cannot tell", without
+failing the session. The session is saved with this machine's hardware; against a session from another
+machine, a task's declared kernel spread counts as noise.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from ..reports.disclosure import hardware
+from ..spec import TASK_FILE, TaskSpecError, load_task
 from . import sessions
 from .diff import Comparison, compare
+from .power import Noise, declared_noise
 from .sides import CompareInputError, Side, scored_rows
-from .table import gate_line, regression_line, render
+from .table import cannot_tell_line, gate_line, regression_line, render
 
 
 class SessionGate:
@@ -60,21 +66,38 @@ class SessionGate:
         scored = [(by_dir[run_dir], run_dir, row) for (_, _, run_dir), row in zip(loaded, scored_rows(loaded))
                   if row is not None]
         rows = [row for _, _, row in scored]
+        machine = hardware()
         try:
             self.saved = sessions.save(
                 self.sessions_dir, scored,
                 commit=sessions.git_commit(Path(self.config.invocation_params.dir)),
-                args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir)
+                args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir,
+                hardware=machine)
         except OSError as exc:
             # the runs are recorded already; only the session's summary is lost, and the user is told
             self.error = f"could not save the session under {self.sessions_dir}: {exc}"
         if self.old is None:
             return
-        new = Side.from_rows(f"this session ({self.saved.stem})" if self.saved else "this session", rows)
-        self.comparison = compare(self.old, new)
+        new = Side.from_rows(f"this session ({self.saved.stem})" if self.saved else "this session", rows,
+                             hardware=machine)
+        self.comparison = compare(self.old, new, noise=self.declared_noise(runs))
         if self.threshold is not None and self.comparison.regressions(self.threshold):
             if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def declared_noise(self, runs: dict[str, tuple[Path, bool]]) -> dict[str, Noise]:
+        """Each task's declared noise (task.yaml's ``noise``, in NI), from the task folders this session ran."""
+        found: dict[str, Noise] = {}
+        folders = {(Path(self.config.rootpath) / nodeid.split("::")[0]) for nodeid in runs}
+        for folder in sorted(folders):
+            try:
+                spec = load_task((folder if folder.is_dir() else folder.parent) / TASK_FILE).spec
+            except (TaskSpecError, OSError):
+                continue
+            noise = declared_noise(spec)
+            if noise is not None:
+                found[spec.id] = noise
+        return found
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -93,6 +116,8 @@ class SessionGate:
         regressed = self.comparison.regressions(self.threshold)
         for task in regressed:
             terminalreporter.write_line(regression_line(task, self.threshold), red=True, bold=True)
+        for task in self.comparison.cannot_tell(self.threshold):
+            terminalreporter.write_line(cannot_tell_line(task, self.threshold), yellow=True)
         terminalreporter.write_line(gate_line(self.comparison, self.threshold), red=bool(regressed),
                                     green=not regressed)
 

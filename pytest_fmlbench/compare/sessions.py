@@ -20,6 +20,7 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..reports.disclosure import Hardware
 from ..reports.provenance import run_git
 from .sides import CompareInputError, Side
 
@@ -43,10 +44,13 @@ class SavedSession(BaseModel):
     commit: str
     args: list[str] = []
     exitstatus: int | None = None
+    # the machine it ran on (a comparison across machines counts the tasks' kernel spread as noise); None in
+    # sessions saved before it was kept
+    hardware: Hardware | None = None
     runs: list[SavedRun]
 
     def side(self) -> Side:
-        return Side.from_rows(f"session {self.name}", [run.scores for run in self.runs])
+        return Side.from_rows(f"session {self.name}", [run.scores for run in self.runs], hardware=self.hardware)
 
 
 def git_commit(cwd: Path) -> str:
@@ -67,7 +71,7 @@ def saved(sessions_dir: Path) -> list[Path]:
 
 
 def save(sessions_dir: Path, runs: list[tuple[str, Path, dict[str, Any]]], *, commit: str, args: list[str],
-         exitstatus: int | None, out_dir: Path | None = None) -> Path:
+         exitstatus: int | None, out_dir: Path | None = None, hardware: Hardware | None = None) -> Path:
     """Write the next numbered session file. ``runs``: (node id, run directory, score row). The number is
     taken under a file lock, so sessions sharing an output folder never take the same one."""
     sessions_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +82,7 @@ def save(sessions_dir: Path, runs: list[tuple[str, Path, dict[str, Any]]], *, co
         name = f"{number:04d}_{stamp:%Y%m%dT%H%M%SZ}_{re.sub(r'[^A-Za-z0-9+]', '-', commit)}"
         session = SavedSession(
             number=number, name=name, created_at=stamp, commit=commit, args=args, exitstatus=exitstatus,
-            runs=[SavedRun(nodeid=nodeid, run_dir=_relative(run_dir, out_dir), scores=_plain(row))
+            hardware=hardware, runs=[SavedRun(nodeid=nodeid, run_dir=_relative(run_dir, out_dir), scores=_plain(row))
                   for nodeid, run_dir, row in runs])
         path = sessions_dir / f"{name}.json"
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -12,11 +12,14 @@ comparison then borrows the other side's D for the same task and baseline (:mod:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from ..reports.disclosure import Hardware
 
 # the columns a side keeps of the scorer's per-run rows (Scores.runs)
 COLUMNS = ("agent", "model", "task", "seed", "metric", "direction", "transform", "baseline_test", "raw_test",
@@ -34,14 +37,16 @@ class CompareInputError(ValueError):
 class Side:
     label: str
     runs: pd.DataFrame
+    # the machine the runs ran on; None where it was not recorded (an older session, the original's results)
+    hardware: Hardware | None = None
 
     @classmethod
-    def from_rows(cls, label: str, rows: list[dict]) -> Side:
+    def from_rows(cls, label: str, rows: list[dict], hardware: Hardware | None = None) -> Side:
         frame = pd.DataFrame(rows, columns=[*COLUMNS, SCALE])
         for col in ("baseline_test", "raw_test", "ni", "ni_val", "ni_scale"):
             frame[col] = frame[col].astype(float)
         frame["seed"] = frame["seed"].astype(str)
-        return cls(label, with_signed(frame))
+        return cls(label, with_signed(frame), hardware)
 
     def records(self) -> list[dict]:
         return self.runs.to_dict(orient="records")
@@ -120,9 +125,20 @@ def from_folder(folder: Path, label: str | None = None) -> Side:
     rows = score_rows(runs)
     if not rows:
         raise CompareInputError(f"no run records (record.json) or original results (summary.json) under {folder}")
-    side = Side.from_rows(label or str(folder), rows)
+    side = Side.from_rows(label or str(folder), rows, hardware=folder_hardware(folder))
     _check_unique(side, hint="compare saved sessions (--fmlbench-out's sessions/) or separate output folders")
     return side
+
+
+def folder_hardware(folder: Path) -> Hardware | None:
+    """The machine of the session that wrote an output folder (its reports/session.json), where it says."""
+    from ..reports.summary import FILE_NAME
+
+    try:
+        found = json.loads((Path(folder) / "reports" / FILE_NAME).read_text()).get("hardware")
+        return Hardware.model_validate(found) if found else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _check_unique(side: Side, hint: str) -> None:

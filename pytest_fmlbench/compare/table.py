@@ -51,36 +51,65 @@ def regression_line(t: TaskComparison, threshold: float = 0.0) -> str:
 
 
 def gate_line(comparison: Comparison, threshold: float) -> str:
-    """The gate's verdict in one line, naming both measures and the threshold they share."""
+    """The gate's verdict in one line, naming both measures and the threshold they share, and the tasks where
+    a drop of the threshold could have gone unseen."""
     regressed = comparison.regressions(threshold)
+    unclear = comparison.cannot_tell(threshold)
     measures = " or ".join(name for name, _ in MEASURES)
+    tail = (f"; cannot tell for {len(unclear)} task(s), where such a drop could go unseen: "
+            + ", ".join(printable(t.task) for t in unclear)) if unclear else ""
     if regressed:
         return (f"FAILED: {len(regressed)} task(s) lost more than {threshold:g} in {measures} against "
-                f"{comparison.old_label}")
-    return f"no task lost more than {threshold:g} in {measures} against {comparison.old_label}"
+                f"{comparison.old_label}{tail}")
+    if unclear:
+        return f"no task lost more than {threshold:g} in {measures} against {comparison.old_label} beyond the noise{tail}"
+    return (f"no task lost more than {threshold:g} in {measures} against {comparison.old_label}; each would "
+            f"have been seen with {POWER:.0%} power: no regression")
+
+
+def cannot_tell_line(t: TaskComparison, threshold: float) -> str:
+    """One line per task whose comparison cannot tell whether it lost ``threshold``: why, and the seeds it needs."""
+    _, why = t.gate(threshold)
+    return (f"cannot tell: {printable(t.task)} ({printable(t.solver)}): {why}; "
+            f"{seeds_text(t.powered.seeds_needed(threshold), threshold, t.powered)}")
+
+
+def seeds_text(needed: int | None, threshold: float, d: Delta) -> str:
+    """How many paired seeds a side a drop of ``threshold`` needs, in words."""
+    if needed == 0:
+        return f"seeds for a drop of {threshold:g}: unknown (declare the task's noise, or run --seeds 2 or more)"
+    if needed is None:
+        if d.margin >= threshold:
+            return f"no number of seeds sees a drop of {threshold:g}: the kernel spread {d.margin:.2g} counts as noise"
+        return f"a drop of {threshold:g} needs more than 100 seeds"
+    return f"a drop of {threshold:g} needs {needed} seed(s) a side"
 
 
 def power_line(comparison: Comparison) -> str:
     """What size of drop of the signed improvement each task's seeds could have told from the noise."""
     return (f"detectable drop of the {SIGNED} ({POWER:.0%} power, p < 0.05): "
-            + ", ".join(f"{printable(t.task)} {detectable(t.signed)}" for t in comparison.tasks))
+            + ", ".join(f"{printable(t.task)} {detectable(t.powered)}" for t in comparison.tasks))
 
 
-def detectable(d: Delta) -> str:
+def detectable(d: Delta, short: bool = False) -> str:
     if d.verdict.startswith("n/a"):
         return "n/a"
     if math.isnan(d.detectable):
-        return "unknown (one seed a side)"
+        return "unknown" if short else "unknown (one seed a side, no noise in task.yaml)"
     if d.detectable == 0:
-        return "any (no spread)"
-    return _num(d.detectable, digits=2)
+        return "any" if short else "any (no spread)"
+    return _num(d.detectable, digits=2) + ("" if short or not d.declared else " (task.yaml's seed noise)")
 
 
 def _detectable_suffix(d: Delta) -> str:
     return f", detectable {_num(d.detectable, digits=2)}" if not math.isnan(d.detectable) and d.detectable else ""
 
 
-def render(comparison: Comparison, width: int = 160, threshold: float | None = None) -> str:
+def render(comparison: Comparison, width: int = 160, threshold: float | None = None,
+           seeds_for: float | None = None) -> str:
+    """``threshold``: the gate's (a column of its verdicts); ``seeds_for``: the drop whose seeds needed a column
+    shows (default: the threshold)."""
+    seeds_for = threshold if seeds_for is None else seeds_for
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     table = LiteralTable(title=f"Comparison: {comparison.old_label} (old) -> {comparison.new_label} (new)",
@@ -95,17 +124,23 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     table.add_column("Test old -> new", justify="right", overflow="fold")
     table.add_column("Δ test", justify="right", overflow="fold")
     table.add_column("Beyond noise", overflow="fold")
+    table.add_column("Detectable drop", justify="right", overflow="fold")
+    if seeds_for is not None:
+        table.add_column(f"Seeds for {seeds_for:g}", justify="right", overflow="fold")
     if threshold is not None:
         table.add_column(f"Gate: drop > {threshold:g}", overflow="fold")
     for t in comparison.tasks:
         arrow = "↑" if t.direction == "higher" else "↓"
-        tripped = t.tripped(threshold) if threshold is not None else []
-        gate = [] if threshold is None else [f"REGRESSION: {', '.join(tripped)}" if tripped else "ok"]
+        gate = ([] if seeds_for is None else [_seeds_needed(t, seeds_for)]) + \
+            ([] if threshold is None else [_gate(t, threshold)])
         table.add_row(t.solver, t.task, _seeds(t), _old_new(t.ni), _pm(t.ni.delta, t.ni.sem, signed=True),
                       _old_new(t.signed), _pm(t.signed.delta, t.signed.sem, signed=True),
                       _old_new(t.test), f"{_pm(t.test.delta, t.test.sem, signed=True)} {t.metric} {arrow}",
-                      noise(t), *gate)
+                      noise(t), detectable(t.powered, short=True), *gate)
     print_whole(console, table)
+    machines = comparison.machines_line()
+    if machines:
+        print_whole(console, machines)
     for name, only in (("OLD", comparison.only_old), ("NEW", comparison.only_new)):
         if only:
             label = comparison.old_label if name == "OLD" else comparison.new_label
@@ -120,6 +155,20 @@ def render(comparison: Comparison, width: int = 160, threshold: float | None = N
     if comparison.tasks:
         print_whole(console, power_line(comparison))
     return buffer.getvalue()
+
+
+def _gate(t: TaskComparison, threshold: float) -> str:
+    state, why = t.gate(threshold)
+    return {"regression": f"REGRESSION: {why}", "cannot tell": f"cannot tell ({why})"}.get(state, "ok")
+
+
+def _seeds_needed(t: TaskComparison, threshold: float) -> str:
+    needed = t.powered.seeds_needed(threshold)
+    if needed == 0:
+        return "unknown"
+    if needed is None:
+        return "none (spread)" if t.powered.margin >= threshold else "> 100"
+    return str(needed)
 
 
 def _old_new(d: Delta) -> str:
@@ -142,7 +191,7 @@ def noise(t: TaskComparison) -> str:
     return "no" + (f" ({', '.join(ps)})" if ps else f": {t.ni.verdict}")
 
 
-def write_csv(comparison: Comparison, path: Path) -> Path:
+def write_csv(comparison: Comparison, path: Path, threshold: float | None = None) -> Path:
     from ..reports.csv_files import formula_safe  # the scorer's imports stay off the plugin's import path
 
     path = Path(path)
@@ -150,13 +199,13 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
     # tasks on one side only are rows too, with only_in saying which side
     extra = [{"solver": s, "task": t, "only_in": "old"} for s, t in comparison.only_old] + \
             [{"solver": s, "task": t, "only_in": "new"} for s, t in comparison.only_new]
-    frame = pd.concat([comparison.frame().assign(only_in=""), pd.DataFrame(extra)], ignore_index=True)
+    frame = pd.concat([comparison.frame(threshold).assign(only_in=""), pd.DataFrame(extra)], ignore_index=True)
     formula_safe(frame).to_csv(path, index=False)
     return path
 
 
-def write_json(comparison: Comparison, path: Path) -> Path:
+def write_json(comparison: Comparison, path: Path, threshold: float | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(comparison.as_dict(), indent=2))
+    path.write_text(json.dumps(comparison.as_dict(threshold), indent=2))
     return path

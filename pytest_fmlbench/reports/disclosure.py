@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from .provenance import instruction_set
+
 
 class Hardware(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -22,6 +24,8 @@ class Hardware(BaseModel):
     gpu_models: list[str] = []
     gpu_count: int = 0
     cuda_visible_devices: str | None = None
+    # the CPU's vector extensions and any kernel pins (provenance.instruction_set); [] in older summaries
+    instruction_set: list[str] = []
 
 
 def _cpu_model() -> str | None:
@@ -55,7 +59,8 @@ def _gpu_models() -> list[str]:
 def hardware() -> Hardware:
     gpus = _gpu_models()
     return Hardware(cpu_model=_cpu_model(), cpu_count=os.cpu_count(), memory_gb=_memory_gb(), gpu_models=gpus,
-                    gpu_count=len(gpus), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+                    gpu_count=len(gpus), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    instruction_set=instruction_set())
 
 
 def code_sha256(paths: list[Path]) -> str | None:

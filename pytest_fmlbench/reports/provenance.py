@@ -51,3 +51,28 @@ def common_folder(paths: list[Path]) -> Path | None:
     if not paths:
         return None
     return Path(os.path.commonpath([str(Path(p).resolve()) for p in paths]))
+
+
+# the CPU features whose kernels round differently (vector and matrix extensions, fused multiply-add), and the
+# variables that pin the numeric libraries to a narrower set than the CPU has (experiments inherit them)
+_KERNEL_FEATURES = ("sse", "ssse3", "avx", "fma", "f16c", "amx", "asimd", "sve", "neon", "fphp")
+KERNEL_PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
+               "DNNL_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE")
+
+
+def instruction_set(cpuinfo: str | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """The CPU's vector and matrix extensions (/proc/cpuinfo's flags, sorted) and, as ``NAME=value``, the
+    variables that pin the kernels to fewer of them; [] where neither is known (no /proc/cpuinfo)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() in ("flags", "features"):
+            flags.update(flag for flag in value.split() if flag.lower().startswith(_KERNEL_FEATURES))
+            break  # every core of one machine lists the same
+    env = os.environ if env is None else env
+    return sorted(flags) + [f"{name}={env[name]}" for name in KERNEL_PINS if env.get(name)]
