@@ -10,6 +10,7 @@ the harness recorded.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,9 @@ class Terminal:
             time.sleep(0.2)
         raise AssertionError(f"{text!r} never showed on the person's screen:\n{self.screen()}")
 
+    def tty(self) -> str:
+        return self.tmux("display-message", "-p", "#{pane_tty}").strip()
+
     def kill(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
 
@@ -117,6 +121,9 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     try:
         person.type(ATTACH.format(pick=pick))
         person.wait_for("fmlbench: a human baseline on toy_task")
+        # the sandbox's tmux server holds a terminal that dies with the attach command, never the person's own
+        held = {os.readlink(fd) for fd in Path(f"/proc/{session.pid}/fd").iterdir()}
+        assert person.tty() not in held and any(path.startswith("/dev/pts/") for path in held), held
         # what the person can reach: no harness, no task folder, no run records, no key
         person.type(f"ls {task.root / 'harness'} harness /workspace/harness {tmp_path / 'out'}; echo probe-$((1 + 1))")
         probe = person.wait_for("probe-2\n")
