@@ -115,7 +115,7 @@ def test_a_planted_regression_is_caught_when_powered_and_cannot_tell_when_not():
     assert t.gate(THRESHOLD) == ("cannot tell", f"detectable drop {t.signed.detectable:.2g} > 0.05")
     assert t.signed.declared and t.signed.seeds_needed(THRESHOLD) > 1
     table = render(comparison, width=250, threshold=THRESHOLD)
-    assert "Seeds for 0.05" in table and "cannot tell (detectable drop" in table
+    assert "Seeds for 0.05" in table and "cannot tell" in table and "Detectable" in table
     # a small declared noise powers a one-seed comparison: a planted drop is caught, none is 'no regression'
     comparison = compare(side("old", [0.3]), side("new", [0.1]), noise=noise(seed_sd=0.01))
     assert comparison.tasks[0].gate(THRESHOLD)[0] == "regression"
@@ -182,8 +182,9 @@ def test_the_gate_reads_the_noise_of_the_tasks_it_ran(tmp_path):
     spec["noise"] = {"kernel_spread": 0.0, "seed_sd": 0.02, "measured_on": "AMD EPYC, 2026-12-07"}
     (task / "task.yaml").write_text(yaml.safe_dump(spec))
     gate = SimpleNamespace(config=SimpleNamespace(rootpath=tmp_path))
-    runs = {"suite/toy_task/task.yaml::toy_task[seed0]": (tmp_path / "run", False),
-            "suite/toy_task/task.yaml::toy_task[seed1]": (tmp_path / "run1", False)}
+    # a task folder's items: <folder relative to the root>::<id>[seed<n>]
+    runs = {"suite/toy_task::toy_task[seed0]": (tmp_path / "run", False),
+            "suite/toy_task::toy_task[seed1]": (tmp_path / "run1", False)}
     assert SessionGate.declared_noise(gate, runs) == {"toy_task": Noise(0.02, 0.0, 0.02, 0.0, "AMD EPYC, 2026-12-07")}
 
 
@@ -197,3 +198,49 @@ def test_the_machine_records_its_instruction_set_and_a_saved_session_keeps_it(tm
     assert instruction_set("Features\t: fp asimd sve\n", {}) == ["asimd", "sve"]
     path = sessions.save(tmp_path, [], commit="abc", args=[], exitstatus=0, hardware=RUNNER)
     assert sessions.load(path).side().hardware == RUNNER
+
+
+def test_fmlbench_compare_reads_machines_from_sessions_and_noise_from_task_folders(tmp_path, capsys):
+    import json
+
+    from pytest_fmlbench.cli import main
+    from pytest_fmlbench.compare import sessions
+    from pytest_fmlbench.compare.sides import folder_hardware
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DATA / "toy_task", suite / "toy_task")
+    spec = yaml.safe_load((suite / "toy_task" / "task.yaml").read_text())
+    # accuracy normalised by D = 1: the declared values are NI already
+    spec["noise"] = {"kernel_spread": 0.03, "seed_sd": 0.01, "measured_on": "AMD EPYC, 2026-12-07"}
+    (suite / "toy_task" / "task.yaml").write_text(yaml.safe_dump(spec))
+
+    def saved(test_value, hardware):
+        row = {"agent": "a", "model": "-", "task": "toy_task", "seed": "0", "metric": "accuracy",
+               "direction": "higher", "transform": "none", "baseline_test": 0.72, "raw_test": test_value,
+               "ni": test_value - 0.72, "ni_val": 0.0, "note": "ok", "ni_scale": 1.0}
+        return sessions.save(tmp_path / "sessions", [("n", tmp_path / "run", row)], commit="abc", args=[],
+                             exitstatus=0, hardware=hardware)
+
+    old, new = saved(0.80, LAPTOP), saved(0.78, RUNNER)
+    args = ["compare", str(old), str(new), "--tasks", str(suite), "--width", "250", "--json", str(tmp_path / "c.json")]
+    assert main([*args, "--fail-on-regression", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "hardware differs: CPU 'Intel Core i7-1185G7' -> 'AMD EPYC 7763'; instruction set -avx512f; the kernel " \
+           "spread counts as noise (a drop must exceed it): toy_task 0.03 NI" in out
+    assert "cannot tell: toy_task (a/-): signed improvement fell by 0.02, within noise" in out
+    assert "no number of seeds sees a drop of 0.01: the kernel spread 0.03 counts as noise" in out
+    (row,) = json.loads((tmp_path / "c.json").read_text())["tasks"]
+    assert row["gate"] == "cannot tell" and row["kernel_spread_counted"] and row["seeds_needed"] is None
+    assert row["declared_seed_sd_ni"] == pytest.approx(0.01)
+
+    # a drop beyond the spread and the seed noise fails the gate; --seeds-for alone only shows the column
+    worse = saved(0.60, RUNNER)
+    assert main(["compare", str(old), str(worse), "--tasks", str(suite), "--fail-on-regression", "0.05"]) == 1
+    assert "regression: toy_task (a/-): signed improvement fell by 0.2" in capsys.readouterr().out
+    assert main(["compare", str(old), str(worse), "--tasks", str(suite), "--seeds-for", "0.05", "--width", "250"]) == 0
+    assert "Seeds for 0.05" in capsys.readouterr().out
+
+    # an output folder's machine is its session summary's
+    (tmp_path / "out" / "reports").mkdir(parents=True)
+    (tmp_path / "out" / "reports" / "session.json").write_text(json.dumps({"hardware": RUNNER.model_dump()}))
+    assert folder_hardware(tmp_path / "out") == RUNNER and folder_hardware(tmp_path) is None

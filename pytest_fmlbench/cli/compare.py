@@ -1,5 +1,6 @@
 """``fmlbench compare OLD NEW``: per-task paired deltas of NI, the signed improvement and the test value
-between two sessions."""
+between two sessions, with the smallest drop each comparison could detect (its seeds' spread, or the task's
+declared noise) and, when the sessions ran on different machines, one line saying so."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
     parser.add_argument("--fail-on-regression", type=float, metavar="X",
                         help="exit with status 1, one line per task, when a task's NI or signed improvement (NI "
-                        "without its clamp at 0) dropped by more than X")
+                        "without its clamp at 0) dropped by more than X and by more than the noise (or the noise is "
+                        "unknown); a task where such a drop could go unseen is named 'cannot tell', with the seeds "
+                        "it needs")
     parser.add_argument("--seeds-for", type=float, metavar="X",
                         help="show per task how many paired seeds a side a drop of X (NI) needs to be found with 80%% "
                         "power (default: the --fail-on-regression threshold)")
