@@ -26,6 +26,25 @@ NOTE = ("NI against the human's on the same task: 'share' is the agent's NI / th
         "improvement reached), given only where the person's NI > 0 (NI is clamped at 0); each the mean over seeds")
 
 
+# the shell session shown for one step in a report: its end, where it is longer
+SHELL_SHOWN_CHARS = 20_000
+
+
+def shell_session(extra: dict) -> str:
+    """A human run's step as the person's terminal showed it (the pane's output, prompts and typed commands
+    included, escape sequences removed), from its transcript and, after the last step, what followed it; ""
+    for another agent's step. The text is the person's: escape it wherever it is shown."""
+    events = [e for key in ("transcript", "transcript_end") for e in extra.get(key) or [] if isinstance(e, dict)]
+    if not any(e.get("type") == "start" and e.get("tool") == "human" for e in events) and not any(
+            e.get("type") == "activity" for e in events):
+        return ""
+    text = "".join(str(e.get("text", "")) for e in events if e.get("type") == "output")
+    activity = [e for e in events if e.get("type") == "activity"]
+    if activity:
+        text += f"\n[active time so far: {float(activity[-1].get('active_s', 0.0)):.0f} s]"
+    return text if len(text) <= SHELL_SHOWN_CHARS else "[...]\n" + text[-SHELL_SHOWN_CHARS:]
+
+
 def is_human(agent: str) -> bool:
     return agent in HUMAN_AGENTS
 

@@ -7,7 +7,7 @@ import math
 import pytest
 from scoring.records import record
 
-from pytest_fmlbench.reports.human_baseline import against_human, human_items
+from pytest_fmlbench.reports.human_baseline import SHELL_SHOWN_CHARS, against_human, human_items, shell_session
 from pytest_fmlbench.reports.text import print_whole
 from pytest_fmlbench.reports.tables import _console
 from pytest_fmlbench.scoring.aggregate import Scores
@@ -45,3 +45,17 @@ def test_the_summary_items_show_the_table_only_where_a_person_ran():
     text = buffer.getvalue()
     assert "Against the human baseline" in text and "1.50" in text
     assert "reached the person's NI on 1 of 1 task(s)" in text
+
+
+def test_a_human_step_reads_as_the_persons_terminal_and_another_agents_as_nothing():
+    extra = {"transcript": [{"type": "start", "tool": "human", "prompt": "p"},
+                            {"type": "output", "text": "[fmlbench workspace]$ ls\nconfig.json\n"},
+                            {"type": "command", "command": "ls", "exit_code": 0},
+                            {"type": "activity", "active_s": 12.4, "session_s": 30.0, "rule": "r"}],
+             "transcript_end": [{"type": "output", "text": "[fmlbench workspace]$ fmlbench-submit\n"},
+                                {"type": "activity", "active_s": 20.0, "session_s": 40.0, "rule": "r"}]}
+    assert shell_session(extra) == ("[fmlbench workspace]$ ls\nconfig.json\n[fmlbench workspace]$ fmlbench-submit\n"
+                                    "\n[active time so far: 20 s]")
+    assert shell_session({"transcript": [{"type": "output", "text": "a coding tool's"}]}) == ""
+    long = {"transcript": [{"type": "start", "tool": "human"}, {"type": "output", "text": "x" * 50_000}]}
+    assert shell_session(long) == "[...]\n" + "x" * SHELL_SHOWN_CHARS
