@@ -112,7 +112,7 @@ def test_a_planted_regression_is_caught_when_powered_and_cannot_tell_when_not():
     # no drop at all, but one seed a side and a declared seed noise too wide to see 0.05: cannot tell either
     comparison = compare(side("old", [0.3]), side("new", [0.3]), noise=noise(seed_sd=0.1))
     (t,) = comparison.tasks
-    assert t.gate(THRESHOLD) == ("cannot tell", f"detectable drop {t.signed.detectable:.2g} > 0.05")
+    assert t.gate(THRESHOLD) == ("cannot tell", f"detectable drop {t.signed.detectable:.3g} > 0.05")
     assert t.signed.declared and t.signed.seeds_needed(THRESHOLD) > 1
     table = render(comparison, width=250, threshold=THRESHOLD)
     assert "Seeds for 0.05" in table and "cannot tell" in table and "Detectable" in table
@@ -243,4 +243,5 @@ def test_fmlbench_compare_reads_machines_from_sessions_and_noise_from_task_folde
     # an output folder's machine is its session summary's
     (tmp_path / "out" / "reports").mkdir(parents=True)
     (tmp_path / "out" / "reports" / "session.json").write_text(json.dumps({"hardware": RUNNER.model_dump()}))
-    assert folder_hardware(tmp_path / "out") == RUNNER and folder_hardware(tmp_path) is None
+    assert folder_hardware(tmp_path / "out") == RUNNER and folder_hardware(tmp_path / "out" / "runs") == RUNNER
+    assert folder_hardware(tmp_path) is None

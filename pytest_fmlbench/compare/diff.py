@@ -7,22 +7,20 @@ agent against another), per task. Within a task, runs are paired by seed where b
 The noise rule (``RULE``): with two or more paired seeds, a two-sided paired t-test on the per-seed
 differences at p < 0.05; with no paired seeds but two or more on each side, Welch's t-test on the two
 sides' values. Differences that are identical across seeds have no noise: any non-zero one exceeds it.
-With one run a side there is nothing to measure the noise with: "no seeds: noise unknown".
+With one run a side, a task that declares its noise (task.yaml's ``noise``) is tested against its declared
+seed noise (a z-test, the difference's sd being sqrt(2) x seed_sd); without it there is nothing to measure
+the noise with: "no seeds: noise unknown". When the two sessions' machines differ (or one is not recorded),
+a shift up to the task's declared kernel spread is noise too: a change must exceed the spread.
 
 The gate looks at two measures: NI, clamped at 0 as the original's, and the signed improvement (NI
 without the clamp), which alone sees a run that got worse than the baseline. A task regresses when
-either fell by more than the threshold.
-
-With one run a side and a task that declares its noise (task.yaml's ``noise``), the difference is
-tested against the declared seed noise (a z-test, sd sqrt(2) x seed_sd). When the two sessions' machines
-differ (or one is not recorded), a shift up to the task's kernel spread is noise too: a change must exceed
-the spread (:mod:`.power`).
+either fell by more than the threshold and by more than the noise (or its noise is unknown).
 
 Detectable change: the smallest true drop the same test would find with 80% power at the seeds' spread
-(noncentral t, :mod:`.power`); 0 when the differences are the same on every seed (any change is real),
-unknown with one seed a side and no declared noise. The gate says "cannot tell" for a task where a drop of
-its threshold could go unseen, and fails only tasks whose drop exceeds both the threshold and the noise
-(or whose noise is unknown, as before).
+(noncentral t, :mod:`.power`); the kernel spread when the differences are the same on every seed (0 on
+one machine: any change is real), unknown with one seed a side and no declared noise. Where a drop of the
+gate's threshold could go unseen (detectable above it, unknown, or a drop beyond it within the noise),
+the gate says "cannot tell" instead of "no regression", and the session does not fail for it.
 """
 
 from __future__ import annotations
@@ -133,7 +131,7 @@ class TaskComparison:
         if math.isnan(d.detectable):
             return "cannot tell", "noise unknown: one seed a side and no noise declared in task.yaml"
         if d.detectable > threshold:
-            return "cannot tell", f"detectable drop {d.detectable:.2g} > {threshold:g}"
+            return "cannot tell", f"detectable drop {d.detectable:.3g} > {threshold:g}"
         return "ok", f"a drop of {threshold:g} is detected with {POWER:.0%} power"
 
     def as_dict(self, threshold: float | None = None) -> dict[str, Any]:

@@ -131,14 +131,21 @@ def from_folder(folder: Path, label: str | None = None) -> Side:
 
 
 def folder_hardware(folder: Path) -> Hardware | None:
-    """The machine of the session that wrote an output folder (its reports/session.json), where it says."""
+    """The machine of the last session that wrote an output folder (its reports/session.json; for the folder's
+    runs/, the one beside it), where it says."""
     from ..reports.summary import FILE_NAME
 
-    try:
-        found = json.loads((Path(folder) / "reports" / FILE_NAME).read_text()).get("hardware")
-        return Hardware.model_validate(found) if found else None
-    except (OSError, ValueError, AttributeError):
-        return None
+    folder = Path(folder)
+    for out_dir in (folder, folder.parent) if folder.name == "runs" else (folder,):
+        try:
+            found = json.loads((out_dir / "reports" / FILE_NAME).read_text()).get("hardware")
+        except (OSError, ValueError, AttributeError):
+            continue
+        try:
+            return Hardware.model_validate(found) if found else None
+        except ValueError:
+            return None
+    return None
 
 
 def _check_unique(side: Side, hint: str) -> None:
