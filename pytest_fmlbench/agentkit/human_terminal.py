@@ -99,7 +99,9 @@ def parse_command_log(text: str) -> list[dict]:
     return commands
 
 
-# the person's shell: records each command at the next prompt, and starts in the working copy
+# the person's shell: records each command at the next prompt, and starts in the working copy. Bash reads its
+# history file after this one: a new shell's first prompt records the command that ended the one before (its
+# exit), which that shell had no prompt left to record
 _BASHRC = r"""
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 export HISTCONTROL= HISTIGNORE= HISTTIMEFORMAT='%s ' HISTFILE="$HOME/.bash_history"

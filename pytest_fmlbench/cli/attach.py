@@ -25,12 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", nargs="?", help="the task's id, or part of it (needed where several sessions wait)")
     parser.add_argument("--list", action="store_true", help="list the sessions that wait, and attach to none")
     parser.add_argument("--pick", type=int, metavar="N", help="the Nth of the matching sessions, as --list numbers them")
+    parser.add_argument("--pid", type=int, metavar="PID", help="the session whose tmux server has this process id "
+                        "(as --list shows it)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..agentkit.human_sessions import attach_argv, describe, find_sessions, matching
 
-    found = matching(find_sessions(), args.task)
+    found = [s for s in matching(find_sessions(), args.task) if args.pid is None or s.pid == args.pid]
     if args.list:
         print(describe(found) if found else "no human session waits on this machine")
         return 0

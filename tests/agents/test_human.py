@@ -52,9 +52,6 @@ class Terminal:
         self.tmux("send-keys", "-l", line)
         self.tmux("send-keys", "Enter")
 
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", *keys)
-
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-S", "-200")
 
@@ -98,17 +95,19 @@ def start_run(task, out: Path, steps: int, agent_limits: AgentLimits = AgentLimi
     return thread, result
 
 
-def wait_for_session(task_id: str, started: float, timeout_s: float = SCREEN_TIMEOUT_S):
+def wait_for_session(task_id: str, started: float, steps_total: int, timeout_s: float = SCREEN_TIMEOUT_S):
+    """The session this test started (another test's may wait beside it, under -n)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = [s for s in matching(find_sessions(), task_id) if s.beacon.started >= started]
+        found = [s for s in matching(find_sessions(), task_id)
+                 if s.beacon.started >= started and s.beacon.steps_total == steps_total]
         if found:
             return found[0]
         time.sleep(0.2)
     raise AssertionError("no human session started")
 
 
-ATTACH = f"env -u TMUX {sys.executable} -m pytest_fmlbench.cli attach --pick {{pick}} toy_task"
+ATTACH = f"env -u TMUX {sys.executable} -m pytest_fmlbench.cli attach --pid {{pid}} toy_task"
 
 
 @needs_tools
@@ -117,11 +116,10 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     before = harness_file.read_bytes()
     started = time.time()
     thread, result = start_run(task, tmp_path / "out", steps=3, wall_clock_s=240)
-    session = wait_for_session(task.id, started)
-    pick = [s.pid for s in matching(find_sessions(), task.id)].index(session.pid) + 1
+    session = wait_for_session(task.id, started, steps_total=3)
     person = Terminal(tmp_path, "person")
     try:
-        person.type(ATTACH.format(pick=pick))
+        person.type(ATTACH.format(pid=session.pid))
         person.wait_for("fmlbench: a human baseline on toy_task")
         # the sandbox's tmux server holds a terminal that dies with the attach command, never the person's own
         held = {os.readlink(fd) for fd in Path(f"/proc/{session.pid}/fd").iterdir()}
@@ -138,17 +136,29 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
         person.wait_for("step 1 of 3: accuracy")
         # a shell variable survives a detach and an attach
         person.type("export MARK=kept-across-attach")
-        person.keys("C-b", "d")
+        person.type("fmlbench-detach")
         person.wait_for("[detached")
-        person.type(ATTACH.format(pick=pick))
+        person.type(ATTACH.format(pid=session.pid))
         person.wait_for("fmlbench-validate 'lr 0.5, 40 epochs'")
         person.type("echo mark=$MARK")
         person.wait_for("mark=kept-across-attach")
         # the terminal dies (its window closed, the SSH link lost): the session and its step remain
         person.kill()
         person = Terminal(tmp_path, "person-again")
-        person.type(ATTACH.format(pick=pick))
+        person.type(ATTACH.format(pid=session.pid))
         person.wait_for("mark=kept-across-attach")
+        # leaving the shell starts a new one: only fmlbench-submit (or the clock) ends the session
+        person.type("exit")
+        # as a person would: typed again once the new shell is there (what is typed before goes nowhere)
+        for _ in range(30):
+            person.type("echo new-shell-$((2 + 3))")
+            try:
+                person.wait_for("new-shell-5", timeout_s=2.0)
+                break
+            except AssertionError:
+                continue
+        person.wait_for("new-shell-5")
+        assert [s.label for s in matching(find_sessions(), task.id) if s.pid == session.pid] == [session.label]
         person.type("fmlbench-status")
         status = person.wait_for("active: ")
         assert "steps: 1 used, 2 left of 3" in status and "best so far: step 1" in status
@@ -172,7 +182,7 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     (start,) = [e for e in first if e["type"] == "start"]
     assert start["tool"] == "human" and "fmlbench-validate" in start["prompt"]
     commands = [e["command"] for e in first + end if e["type"] == "command"]
-    assert commands[-3:] == ["echo mark=$MARK", "fmlbench-status", "fmlbench-submit"]
+    assert commands[-2:] == ["fmlbench-status", "fmlbench-submit"] and "exit" in commands
     assert "fmlbench-validate 'lr 0.5, 40 epochs'" in commands
     output = "".join(e["text"] for e in first + end if e["type"] == "output")
     assert "probe-2" in output and "step 1 of 3: accuracy" in output
@@ -186,7 +196,7 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
 @needs_tools
 def test_the_agent_timeout_ends_a_session_nobody_attached_to_with_the_final_test(task, tmp_path):
     started = time.monotonic()
-    thread, result = start_run(task, tmp_path / "out", steps=3, agent_limits=AgentLimits(timeout_s=12))
+    thread, result = start_run(task, tmp_path / "out", steps=2, agent_limits=AgentLimits(timeout_s=12))
     thread.join(timeout=120)
     assert "error" not in result, result.get("error")
     record = result["outcome"].record
