@@ -115,7 +115,9 @@ def add_options(parser: pytest.Parser) -> None:
                     "paired deltas of NI, the signed improvement and the test value, mean ± SEM over seeds")
     group.addoption("--fmlbench-fail-on-regression", type=float, metavar="X",
                     help="with --fmlbench-compare: fail the session (exit status 1, one line per task) when a "
-                    "task's NI or signed improvement (NI without its clamp at 0) dropped by more than X (e.g. 0.05)")
+                    "task's NI or signed improvement (NI without its clamp at 0) dropped by more than X (e.g. 0.05) "
+                    "and by more than the noise (or the noise is unknown); a task where such a drop could go "
+                    "unseen is named 'cannot tell'")
 
 
 @dataclass(frozen=True)
