@@ -10,7 +10,8 @@ that redoes every failed item repeats the agent's real failures. Each item's end
 - ``budget``: a token or dollar budget stopped it (``stopped``, not a failure of anyone).
 
 The last failure of each run is kept in ``<fmlbench-out>/failures.json`` (run id -> cause and why), which
-``--retry-infra`` reads to pick the items to run again.
+``--retry-infra`` reads to pick the items to run again, and in the run's record (``failure_cause``), which
+the tables read: an ``infra`` failure is left out of NI and the process metrics (``reports.causes``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 Cause = Literal["agent", "infra", "provider", "budget"]
 CAUSES: tuple[Cause, ...] = ("agent", "infra", "provider", "budget")
@@ -53,7 +54,12 @@ def cause_of_error(exc: BaseException, out_dir: Path, task: Any, seed: int, sett
 
 
 def cause_of_record(record: Any) -> Cause | None:
-    """The cause of a run's end from its record; None for a run that ended well (or has not ended)."""
+    """The cause of a run's end from its record: the one written when its item ended (a lost Slurm job
+    leaves its record ``running``: only its controller knew), else read from its status and error; None for
+    a run that ended well (or has not ended)."""
+    written = getattr(record, "failure_cause", None)
+    if written in CAUSES:
+        return written
     if record.status == "stopped":
         return "budget"
     if record.status != "error":
@@ -96,6 +102,29 @@ class FailureLog:
             tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(failures, indent=1, sort_keys=True))
             os.replace(tmp, self.path)
+        self._write_to_record(run_id, cause)
+
+    def _write_to_record(self, run_id: str, cause: Cause | None) -> None:
+        """The cause into the run's record, where it differs; left alone while a process runs the run (its
+        own end is noted when it comes). The run's folder ends with its id (runner.run_dir_for)."""
+        from .record import RecordUnreadable, RunStore
+
+        for run_dir in (self.path.parent / "runs").glob(f"*/*__{run_id}"):
+            store = RunStore(run_dir)
+            run_lock = FileLock(str(run_dir / ".lock"))
+            try:
+                run_lock.acquire(timeout=0)
+            except Timeout:
+                continue
+            try:
+                record = store.load() if store.exists() else None
+                if record is not None and record.failure_cause != cause:
+                    record.failure_cause = cause
+                    store.save(record)
+            except RecordUnreadable:
+                pass  # the tables name an unreadable record themselves
+            finally:
+                run_lock.release()
 
     def cause(self, run_id: str) -> str | None:
         return self.load().get(run_id, {}).get("cause")

@@ -131,6 +131,10 @@ class RunRecord(BaseModel):
     # the LLM limits the run was held to; a stopped run continues when they are raised
     budget: dict[str, float | None] = {}
     error: str | None = None
+    # whose failure the run's last end was ("agent", "infra", "provider", "budget": failure_causes), written
+    # when its item ends; an "infra" run (a lost Slurm job) is left out of NI. None for a run that ended well
+    # or has not ended, and in older records
+    failure_cause: Literal["agent", "infra", "provider", "budget"] | None = None
     # the task's scoring contract, copied so a record can be rescored without the task folder
     metric_key: str
     direction: Literal["higher", "lower"]

@@ -4,13 +4,22 @@ the infrastructure failed. The Slurm side (a job cancelled under its item) is in
 import json
 import shutil
 
+import pandas as pd
 import pytest
 import yaml
+from filelock import FileLock
 
 from conftest import junit_props
 
+from pytest_fmlbench.cli import main
 from pytest_fmlbench.failure_causes import FAILURES_FILE, FailureLog, cause_of_record
-from pytest_fmlbench.record import RunRecord, Usage
+from pytest_fmlbench.record import RunRecord, RunStore, Usage
+from pytest_fmlbench.reports import causes
+from pytest_fmlbench.reports.runs import load_runs
+from pytest_fmlbench.reports.summary import SessionSummary
+from pytest_fmlbench.scoring.aggregate import Scores
+
+from scoring.records import write_run
 
 CRASHES_ON_ONE_TASK = """
     from pytest_fmlbench import Agent
@@ -75,3 +84,48 @@ def test_an_agent_failure_is_the_agents_and_retry_infra_runs_only_the_items_the_
     assert junit_props(pytester.path / "rerun.xml", "toy_task[seed0]")["failure_cause"] == "none"
     assert json.loads((out / FAILURES_FILE).read_text()).keys() == {crash_run}
     assert bench(*args, "--retry-infra=0").ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_tables_and_session_json_count_failures_by_cause_and_leave_infra_failures_out_of_ni(
+        tmp_path, capsys) -> None:
+    root = tmp_path / "runs"
+    # test 0.8 against the baseline's 0.6 with D = 1: NI 0.2; an agent's crash scores as the baseline (NI 0)
+    write_run(root, [(0.7, {"config.json": '{"lr": 1}'})], seed=0, test_metric=0.8)
+    write_run(root, [(0.7, {"config.json": '{"lr": 2}'})], seed=1, status="error",
+              error="agent a crashed: RuntimeError: policy bug")
+    # a Slurm job lost with its node: its record still running, the cause written by its item's end
+    lost = write_run(root, [(0.7, {"config.json": '{"lr": 3}'})], seed=2, status="running")
+    store = RunStore(lost)
+    store.save(store.load().model_copy(update={"failure_cause": "infra"}))
+    assert main(["score", str(root), "--encoder", "none", "--csv-dir", str(tmp_path / "csv")]) == 0
+    out = capsys.readouterr().out
+    assert "Failures by cause: agent 1, infra 1; infra failures are left out of NI" in " ".join(out.split())
+    assert "t[seed2]" in out
+    (tables,) = SessionSummary.model_validate_json((tmp_path / "csv" / "session.json").read_text()).tables
+    assert tables.failures_by_cause == {"agent": 1, "infra": 1} and tables.infra_left_out == ["t[seed2]"]
+    # the mean of seeds 0 and 1 only: the lost job's would have been the baseline's (NI 0), the agent's loss
+    assert tables.normalized_improvement[0].ni == pytest.approx(0.1)
+    assert tables.normalized_improvement[0].seeds == 2
+    failures = pd.read_csv(tmp_path / "csv" / "failures_by_cause.csv", index_col=0)
+    assert failures["a"].to_dict() == {"agent": 1, "infra": 1, "provider": 0, "budget": 0}
+    runs = pd.read_csv(tmp_path / "csv" / "runs.csv")
+    assert sorted(runs["failure_cause"].fillna("")) == ["", "agent", "infra"]
+
+
+def test_the_cause_is_written_into_the_runs_record_and_read_from_failures_json_while_its_run_is_held(
+        tmp_path) -> None:
+    out = tmp_path / "out"
+    run_dir = write_run(out / "runs", [(0.7, {"config.json": '{"lr": 1}'})], status="running", run_id="0123456789ab")
+    run_dir = run_dir.rename(run_dir.with_name(f"{run_dir.name}__0123456789ab"))  # as runner.run_dir_for names it
+    held = FileLock(str(run_dir / ".lock"))
+    held.acquire()  # a cancelled job's process, still being killed, holds its run
+    FailureLog(out).note("0123456789ab", "infra", "Slurm job 7_2 is CANCELLED without a result")
+    assert RunStore(run_dir).load().failure_cause is None  # left alone while held
+    assert causes.counts(Scores.from_runs(load_runs([run_dir]), encoder=None)) == {"infra": 1}
+    held.release()
+    FailureLog(out).note("0123456789ab", "infra", "Slurm job 7_2 is CANCELLED without a result")
+    record = RunStore(run_dir).load()
+    assert record.failure_cause == "infra" and cause_of_record(record) == "infra"
+    FailureLog(out).note("0123456789ab", None)  # its rerun ended well
+    assert RunStore(run_dir).load().failure_cause is None
+    assert causes.counts(Scores.from_runs(load_runs([run_dir]), encoder=None)) == {}

@@ -25,7 +25,11 @@ from filelock import FileLock
 
 from conftest import DATA, REPO, junit_props, load_record
 
+from llm.fake_llm import Say
+from llm.fixtures import api_keys, fake_llm  # noqa: F401 (fixtures)
+
 from pytest_fmlbench.failure_causes import FailureLog
+from pytest_fmlbench.session_budget import LEDGER_NAME, NOT_RUN
 from pytest_fmlbench.slurm import cluster, controller
 
 FAKE_KEY = "sk-fmlbench-fake-0123456789abcdefghijklmnop"
@@ -532,6 +536,39 @@ def test_six_items_are_one_array_and_job_states_are_asked_at_most_once_per_poll(
     assert all(gap >= 4.9 for gap in gaps), gaps
 
 
+TALKER = """
+    from pytest_fmlbench import Agent
+
+    class Talker(Agent):
+        uses_llm = True
+
+        def run(self, session):
+            while True:
+                session.llm.complete([{"role": "user", "content": "next?"}])
+                session.run_step("baseline")
+"""
+
+
+def test_a_session_budget_spent_by_one_array_task_stops_the_others(project: Path, bench, write_agent, fake_llm,
+                                                                   api_keys) -> None:
+    fake_llm.responder = lambda seen: Say("go on")  # 160 tokens a call: the cap is passed at the first
+    agent = write_agent(TALKER, cls="Talker")
+    # one array task at a time: the first spends the session's budget, the next ones start after it did
+    result = bench("toy_task", f"--agent={agent}", "--model=gpt-4o", f"--base-url={fake_llm.url}", "--steps=3",
+                   "--seeds=3", "--slurm", "--slurm-opt=array_parallelism=1", "--session-max-tokens=100", "-rs",
+                   "-o", "junit_family=xunit1", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines([f"SKIPPED*{NOT_RUN} (session-max-tokens 100 reached (160 used across the session))"])
+    assert len({jid.split("_")[0] for jid in jobs_of(project).values()}) == 1  # one array
+    record = load_record(project)  # the tasks that found the budget spent started no run
+    assert record["status"] == "stopped" and record["stop_reason"].startswith("session-max-tokens 100 reached")
+    assert record["steps_used"] == 1
+    ledger = json.loads((project / "reports/fmlbench" / LEDGER_NAME).read_text())
+    assert ledger["tokens"] == record["usage"]["input_tokens"] + record["usage"]["output_tokens"] == 160
+    assert junit_props(project / "junit.xml", f"toy_task[seed{record['seed']}]")["failure_cause"] == "budget"
+    assert "Failures by cause: budget 1" in result.stdout.str()
+
+
 def test_scancel_fails_the_item_in_one_line_and_a_rerun_resumes(project: Path, bench, write_agent) -> None:
     agent = write_agent(SLOW_AGENT, cls="Slow")
     args = ("toy_task", f"--agent={agent}", "--steps=4", "--slurm")
@@ -549,6 +586,7 @@ def test_scancel_fails_the_item_in_one_line_and_a_rerun_resumes(project: Path, b
     # job cancelled again is resubmitted (up to 2 attempts), each resuming from the recorded steps
     (failure,) = FailureLog(project / "reports/fmlbench").load().values()
     assert failure["cause"] == "infra" and f"Slurm job {job_id} is CANCELLED" in failure["why"]
+    assert "Failures by cause: infra 1; infra failures are left out of NI" in " ".join(out.split())
     proc = start(project, *args, "--retry-infra=2")
     out = Output(proc)
     second = wait_for(lambda: next((j for j in jobs_of(project).values() if j != job_id), None), what="a new job")

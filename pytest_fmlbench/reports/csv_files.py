@@ -18,6 +18,7 @@ from ..safe_text import csv_cell, file_name
 from ..scoring.aggregate import AUTO, Scores
 from ..scoring.aup import BASELINE, aup_table
 from ..scoring.metrics import PROCESS_COLUMNS
+from . import causes
 from .runs import as_scores
 
 # the original's CSV column names, so our CSVs line up with compute_agent_metrics.py's
@@ -52,8 +53,12 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
     """Per run group a folder: raw_performance.csv, normalized_improvement.csv, process_metrics.csv (one row
     per task and a MEAN row, the original's column names) and runs.csv (one row per seed, with the group's
     identity: options, steps budget, scale, ...); beside them
-    the side-by-side comparison, aup.csv and every run in runs.csv. Every file names the encoder."""
-    scores = as_scores(runs, encoder)
+    the side-by-side comparison, aup.csv and every run in runs.csv. Every file names the encoder.
+
+    Runs the infrastructure failed are left out of every table (runs.csv keeps them, with their
+    ``failure_cause``), and failures_by_cause.csv counts each group's failed runs per cause."""
+    every_run = causes.with_causes(as_scores(runs, encoder))
+    scores = causes.agents_own(every_run)
     out_dir = Path(out_dir)
     written = []
 
@@ -100,5 +105,9 @@ def write_csvs(runs: Scores | list, out_dir: Path, encoder: Any = AUTO) -> list[
         aup = aup_table(scores)
         aup.loc[BASELINE, "note"] = "the baseline code as a solver"
         save(aup, out_dir / "aup.csv")
-        save(scores.runs.set_index(["agent", "model", "task", "seed"]), out_dir / "runs.csv")
+    if not every_run.runs.empty:
+        failures = causes.counts_frame(every_run.groups())
+        failures.index.name = "failure_cause"
+        save(failures, out_dir / "failures_by_cause.csv")
+        save(every_run.runs.set_index(["agent", "model", "task", "seed"]), out_dir / "runs.csv")
     return written

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..llm.ledger import LEDGER_FILE
@@ -24,6 +25,7 @@ from ..scoring.aggregate import Scores
 from ..scoring.aup import aup_table
 from ..scoring.groups import SMOKE_NOTE, RunGroup
 from ..scoring.metrics import PROCESS_COLUMNS
+from . import causes, compute
 from .disclosure import Hardware
 from .provenance import common_folder, suite_commit, versions
 
@@ -118,6 +120,16 @@ class SolverTables(_Strict):
     research_review_mean: dict[str, float | None] = {}
     judges: list[str] = []
     judge_cost_usd: float | None = None
+    # the group's failed runs per cause ("agent", "infra", "provider", "budget": pytest_fmlbench.failure_causes;
+    # a budget's stop counts, though not a failure); {} where none failed
+    failures_by_cause: dict[str, int] = {}
+    # task[seedN] of the runs the infrastructure failed (a lost node, a cancelled job): counted above, left out
+    # of every number of these tables and of AUP, since they are not the agent's
+    infra_left_out: list[str] = []
+    # the GPUs its runs held times the time of their recorded steps (reports.compute), and its mean NI over
+    # tasks per GPU-hour of a run; null where no run held a GPU
+    gpu_hours: float | None = None
+    ni_per_gpu_hour: float | None = None
 
 
 class AupRow(_Strict):
@@ -186,9 +198,12 @@ def _value(value: Any) -> float | None:
     return None if math.isnan(value) or math.isinf(value) else value
 
 
-def _solver_tables(group: RunGroup, scores: Scores) -> SolverTables:
-    tasks = scores.per_task()
-    summary = scores.summary()
+def _solver_tables(group: RunGroup, every_run: Scores) -> SolverTables:
+    """One group's tables from its runs but those the infrastructure failed (counted, named, left out)."""
+    runs = every_run.runs
+    scores = Scores(runs[runs[causes.COLUMN] != causes.INFRA].reset_index(drop=True), every_run.encoder)
+    tasks = scores.per_task() if not scores.runs.empty else pd.DataFrame()
+    summary = scores.summary() if not scores.runs.empty else {}
     raw, norm, process = [], [], []
     for task, row in tasks.iterrows():
         seeds = int(row["seeds"])
@@ -208,10 +223,12 @@ def _solver_tables(group: RunGroup, scores: Scores) -> SolverTables:
         agent_process=group.agent_process or None, smoke=group.smoke, smoke_note=SMOKE_NOTE if group.smoke else None,
         raw_performance=raw,
         normalized_improvement=norm,
-        normalized_improvement_mean={"ni": _value(summary["ni"]), "ni_val": _value(summary["ni_val"])},
+        normalized_improvement_mean={"ni": _value(summary.get("ni")), "ni_val": _value(summary.get("ni_val"))},
         process_metrics=process,
-        process_metrics_mean=ProcessValues(**{c: _value(summary[c]) for c in PROCESS_COLUMNS}),
-        llm_unsent=unsent_sampling(scores.runs["source"]),
+        process_metrics_mean=ProcessValues(**{c: _value(summary.get(c)) for c in PROCESS_COLUMNS}),
+        llm_unsent=unsent_sampling(every_run.runs["source"]),
+        failures_by_cause=causes.counts(every_run), infra_left_out=causes.infra_runs(every_run),
+        **(compute.group_compute(scores) if not scores.runs.empty else {}),
         **_audit_fields(scores.runs),
     )
 
@@ -266,7 +283,10 @@ def build_summary(scores: Scores, *, source: Literal["pytest", "fmlbench score"]
                   options: SessionOptions | None = None, suite: Path | None = None,
                   hardware: Hardware | None = None) -> SessionSummary:
     commit, dirty = suite_commit(suite)
-    aup = aup_table(scores) if not scores.runs.empty else None
+    causes.with_causes(scores)
+    compute.with_gpu_hours(scores)
+    own = causes.agents_own(scores)
+    aup = aup_table(own) if not own.runs.empty else None
     return SessionSummary(
         generated_at=datetime.now(timezone.utc), source=source, encoder=scores.encoder, versions=versions(),
         suite=SuiteInfo(path=str(Path(suite).resolve()) if suite else None, git_commit=commit, git_dirty=dirty),

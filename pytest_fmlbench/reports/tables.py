@@ -23,6 +23,7 @@ from ..scoring.groups import SMOKE_NOTE, RunGroup
 from ..scoring.original import paper_baseline_test
 from ..scoring.metrics import EXPLORATION, PROCESS_COLUMNS
 from ..safe_text import printable
+from . import causes, compute
 from .runs import as_scores
 from .text import LiteralTable, print_whole, wrapped
 
@@ -242,21 +243,52 @@ def aup_rich(scores: Scores) -> list:
     return [out, about]
 
 
+def failures_items(scores: Scores) -> list:
+    """The runs that failed, counted by cause (agent, infra, provider, budget): one line for one run group, a
+    table for several; nothing where none failed."""
+    pairs = scores.groups()
+    if len(pairs) == 1:
+        line = causes.counts_line(scores)
+        return [line] if line else []
+    if not causes.counts(scores):
+        return []
+    frame = causes.counts_frame(pairs)
+    table = LiteralTable(title="Failures by cause (runs)", title_justify="left")
+    table.add_column("Cause", no_wrap=True)
+    for label in frame.columns:
+        table.add_column(label, justify="right", no_wrap=True)
+    for cause, row in frame.iterrows():
+        table.add_row(cause, *[str(n) for n in row])
+    left_out = causes.infra_runs(scores)
+    return [table, *([f"{causes.INFRA_NOTE}: {', '.join(left_out)}"] if left_out else [])]
+
+
+def compute_items(scores: Scores) -> list:
+    """Per run group that held GPUs, its GPU-hours and NI per GPU-hour, one line each."""
+    return [line for group, part in scores.groups()
+            if (line := compute.compute_line(group.label, compute.group_compute(part)))]
+
+
 def summary_items(scores: Scores) -> list:
     """What a session's summary shows, in order (rich tables and the lines between them): one agent's
-    three tables, or the agents side by side, then AUP. The terminal and the HTML report both use it."""
+    three tables, or the agents side by side, then the failures by cause and the GPU time, then AUP. Runs the
+    infrastructure failed are counted there and left out of every number. The terminal and the HTML report
+    both use it."""
     if scores.runs.empty:
         return []
-    groups = scores.groups()
+    compute.with_gpu_hours(scores)
+    own = causes.agents_own(scores)
+    groups = own.groups()
     if len(groups) == 1:
         group, part = groups[0]
         items = agent_tables(part, printable(group.title), smoke=group.smoke)
     else:
-        items = side_by_side(scores)
+        items = side_by_side(own) if groups else []
     # the audit's research review (the fourth table) and suspect runs, then AUP
     from ..audit.tables import audit_items
 
-    return [*items, *audit_items(scores.runs), *aup_rich(scores)]
+    return [*items, *failures_items(scores), *compute_items(own),
+            *((*audit_items(own.runs), *aup_rich(own)) if groups else ())]
 
 
 def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:
