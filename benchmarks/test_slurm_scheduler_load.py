@@ -2,7 +2,9 @@
 over a session of N tiny items, and the controller's own CPU time.
 
     make slurm-up
-    FMLBENCH_SCHED_ITEMS=50 .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s -p no:cacheprovider
+    .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s -p no:cacheprovider -k items50
+    .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s -p no:cacheprovider -k items500  # ~25 min
+    FMLBENCH_SCHED_ITEMS=200 .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s  # any other size
     # the same session with the code of another revision (e.g. before job arrays), for a before/after:
     FMLBENCH_SCHED_REV=6332fa3 FMLBENCH_SCHED_ITEMS=50 .venv/bin/python -m pytest benchmarks/test_slurm_scheduler_load.py -s
 
@@ -28,7 +30,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = REPO / "tests" / "data" / "toy_task"
-ITEMS = int(os.environ.get("FMLBENCH_SCHED_ITEMS", "50"))
+# the session sizes measured: 50 (a few minutes) and 500 (the issue's goal), or the one FMLBENCH_SCHED_ITEMS names
+SIZES = [int(os.environ["FMLBENCH_SCHED_ITEMS"])] if os.environ.get("FMLBENCH_SCHED_ITEMS") else [50, 500]
 POLL = os.environ.get("FMLBENCH_SCHED_POLL")
 REV = os.environ.get("FMLBENCH_SCHED_REV")
 # sdiag's message types, as the issue counts them
@@ -68,14 +71,14 @@ def own_calls(log: Path) -> dict[str, int]:
             "own sbatch calls": sum(1 for line in lines if line.startswith("sbatch"))}
 
 
-def run_session(project: Path, code: Path | None) -> dict[str, float | int]:
+def run_session(project: Path, code: Path | None, items: int) -> dict[str, float | int]:
     env = dict(os.environ)
     log = project / "slurm-calls.log"
     env["PATH"] = logged_commands(project / "wrappers", log)
     if code is not None:  # the other revision's package first on the path
         env["PYTHONPATH"] = f"{code}{os.pathsep}{env.get('PYTHONPATH', '')}"
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "toy_task", "--agent=baseline",
-            "--steps=1", f"--seeds={ITEMS}", "--fresh", "--slurm", *([f"--slurm-poll={POLL}"] if POLL else [])]
+            "--steps=1", f"--seeds={items}", "--fresh", "--slurm", *([f"--slurm-poll={POLL}"] if POLL else [])]
     subprocess.run(["sdiag", "-r"], check=True, capture_output=True)
     # the controller's CPU time: its own and that of the Slurm commands it ran (children it waited for);
     # the jobs run under slurmd, not here
@@ -89,7 +92,7 @@ def run_session(project: Path, code: Path | None) -> dict[str, float | int]:
     figures: dict[str, float | int] = {name: sum(counts.get(t, 0) for t in types) for name, types in COUNTED.items()}
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     figures.update(own_calls(log))
-    figures.update(items=ITEMS, wall_s=round(wall, 1), controller_cpu_s=round(cpu, 2),
+    figures.update(items=items, wall_s=round(wall, 1), controller_cpu_s=round(cpu, 2),
                    controller_cpu_share=round(cpu / wall, 4),
                    job_info_per_30s=round(figures["job-info"] / (wall / 30), 2))
     return figures
@@ -116,14 +119,15 @@ def code(tmp_path):
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
-def test_scheduler_requests_and_controller_cpu_of_a_session(project, code):
+@pytest.mark.parametrize("items", SIZES, ids=[f"items{n}" for n in SIZES])
+def test_scheduler_requests_and_controller_cpu_of_a_session(project, code, items):
     before = rpc_counts()
-    figures = run_session(project, code)
+    figures = run_session(project, code, items)
     print(f"\nrevision {REV or 'this checkout'}: {figures}\n(sdiag before the reset: "
           f"{ {name: sum(before.get(t, 0) for t in types) for name, types in COUNTED.items()} })")
     if REV:
         return  # the figures of another revision are for comparison only
-    assert figures["own sbatch calls"] <= -(-ITEMS // 1001)  # one per array (MaxArraySize 1001 here)
+    assert figures["own sbatch calls"] <= -(-items // 1001)  # one per array (MaxArraySize 1001 here)
     assert figures["own job-state queries"] <= figures["wall_s"] / 30 + 2  # default poll: one array, one query
-    if ITEMS >= 200:  # below that, pytest's own start and the final tables (~2.5 s of CPU) dominate
+    if items >= 200:  # below that, pytest's own start and the final tables (~2.5 s of CPU) dominate
         assert figures["controller_cpu_share"] < 0.02
