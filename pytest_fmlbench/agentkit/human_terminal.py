@@ -177,7 +177,7 @@ class Terminal:
     def _settings(self) -> list[list[str]]:
         """tmux commands run once its server is up, each as its arguments (no configuration file to quote)."""
         shell = f"exec /bin/bash --rcfile {shlex.quote(str(self.folder / 'bashrc'))} -i"
-        pipe = f"pipe-pane -o {shlex.quote('cat >> ' + shlex.quote(str(self.fifo)))}"
+        pipe = f"pipe-pane -o {shlex.quote(self._pipe_command())}"
         return [
             ["set", "-g", "default-command", shell],
             ["set", "-g", "history-limit", "20000"],
@@ -192,7 +192,8 @@ class Terminal:
         ]
 
     # -- start and stop ----------------------------------------------------------------------------
-    def start(self, width: int = 200, height: int = 50) -> None:
+    def start(self, width: int = 80, height: int = 24) -> None:
+        # small: a terminal that attaches grows the window, and growing it pushes no line out of sight
         os.mkfifo(self.fifo, 0o600)
         # read and write: the FIFO never reports an end while the pane's writer comes and goes
         self._fifo_fd = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK)
@@ -210,7 +211,7 @@ class Terminal:
             self.tmux(*setting)
         self.tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height),
                   "-c", self.env["FMLBENCH_WORKDIR"])
-        self.tmux("pipe-pane", "-o", "-t", SESSION, f"cat >> {shlex.quote(str(self.fifo))}")
+        self.tmux("pipe-pane", "-o", "-t", SESSION, self._pipe_command())
 
     def alive(self) -> bool:
         return self._server is not None and self._server.poll() is None
@@ -241,12 +242,20 @@ class Terminal:
 
     # -- what the driver reads -------------------------------------------------------------------------
     def last_key_press(self) -> float | None:
-        """When a client last pressed a key in the session (seconds since the epoch), or None."""
+        """When a client last pressed a key in the session (seconds since the epoch), or None. Also pipes the
+        pane's output again where its pipe is gone (a shell that exited is replaced: its pane's pipe may go
+        with it, whatever the hook that respawned it did)."""
         try:
-            text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_activity}", check=False).strip()
+            text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_activity} #{pane_pipe}",
+                             check=False).split()
+            if text[1:] == ["0"]:
+                self.tmux("pipe-pane", "-o", "-t", SESSION, self._pipe_command(), check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return float(text) if text.isdigit() else None
+        return float(text[0]) if text and text[0].isdigit() else None
+
+    def _pipe_command(self) -> str:
+        return f"cat >> {shlex.quote(str(self.fifo))}"
 
     def attached(self) -> int:
         try:

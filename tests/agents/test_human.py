@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from llm.fixtures import TOY
+from llm.fake_llm import Say
+from llm.fixtures import TOY, api_keys, fake_llm, llm_settings  # noqa: F401 (fixtures)
 
 from pytest_fmlbench.agent_host.launcher import AgentLimits
 from pytest_fmlbench.agent_host.needs import AgentNeeds, needs_of
@@ -27,6 +28,7 @@ from pytest_fmlbench.agentkit.human_sessions import find_sessions, matching
 from pytest_fmlbench.agentkit.human_terminal import ActiveTime, clean_output, idle_rule, parse_command_log
 from pytest_fmlbench.agentkit.loading import load_builtin
 from pytest_fmlbench.cli.commands import main as fmlbench
+from pytest_fmlbench.llm import make_llm_factory
 from pytest_fmlbench.reports.human_baseline import shell_session
 from pytest_fmlbench.runner import RunSettings, execute
 from pytest_fmlbench.spec import load_task
@@ -78,10 +80,12 @@ def task(tmp_path, monkeypatch):
     return load_task(tmp_path / "toy_task" / "task.yaml")
 
 
-def start_run(task, out: Path, steps: int, agent_limits: AgentLimits = AgentLimits(), **options):
-    human = load_builtin("human")
+def start_run(task, out: Path, steps: int, agent: str = "human", agent_limits: AgentLimits = AgentLimits(),
+              llm=None, **options):
+    human = load_builtin(agent)
+    lent = {} if llm is None else dict(model=llm.model, provider=llm.provider, llm_factory=make_llm_factory(llm))
     settings = RunSettings(agent_cls=human, agent_name=human.name, agent_options=human.Options(**options),
-                           out_dir=out, steps=steps, agent_limits=agent_limits)
+                           out_dir=out, steps=steps, agent_limits=agent_limits, **lent)
     result: dict = {}
 
     def run() -> None:
@@ -110,12 +114,23 @@ def wait_for_session(task_id: str, started: float, steps_total: int, timeout_s: 
 ATTACH = f"env -u TMUX {sys.executable} -m pytest_fmlbench.cli attach --pid {{pid}} toy_task"
 
 
+# the person asks the run's model through the gateway URL their shell was given, with the placeholder key it holds
+ASK_MODEL = (f"{sys.executable} -c \"import json, os, urllib.request as r; q = r.Request(os.environ['OPENAI_BASE_URL'] "
+             "+ '/chat/completions', json.dumps({'model': os.environ['FMLBENCH_MODEL'], 'messages': [{'role': 'user', "
+             "'content': 'a hint?'}]}).encode(), {'content-type': 'application/json', 'authorization': 'Bearer ' + "
+             "os.environ['OPENAI_API_KEY']}); print('model says:', json.load(r.urlopen(q))['choices'][0]['message']"
+             "['content'])\"")
+
+
 @needs_tools
-def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submits(task, tmp_path):
+def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submits(task, tmp_path, fake_llm, api_keys):
+    """As human-assisted: the same session as --agent=human's, with the run's gateway lent to the shell."""
     harness_file = task.root / "harness" / "evaluate.py"
     before = harness_file.read_bytes()
+    fake_llm.script(Say("try a larger learning rate"))
     started = time.time()
-    thread, result = start_run(task, tmp_path / "out", steps=3, wall_clock_s=240)
+    thread, result = start_run(task, tmp_path / "out", steps=3, agent="human-assisted", llm=llm_settings(fake_llm),
+                               wall_clock_s=240)
     session = wait_for_session(task.id, started, steps_total=3)
     person = Terminal(tmp_path, "person")
     try:
@@ -128,9 +143,12 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
         person.type(f"ls {task.root / 'harness'} harness /workspace/harness {tmp_path / 'out'}; echo probe-$((1 + 1))")
         probe = person.wait_for("probe-2\n")
         assert probe.count("No such file or directory") == 4
-        person.type("env | grep -c SECRET; grep -rl SECRET /proc/*/environ 2>/dev/null | wc -l; echo keys-$((1 + 1))")
+        person.type("env | grep -c -e SECRET -e LOOPBACK; grep -rl -e SECRET -e LOOPBACK /proc/*/environ 2>/dev/null "
+                    "| wc -l; echo keys-$((1 + 1))")
         keys = person.wait_for("keys-2\n")
         assert "\n0\n0\nkeys-2" in keys, keys
+        person.type(ASK_MODEL)
+        person.wait_for("model says: try a larger learning rate")
         person.type("echo '{\"lr\": 0.5, \"epochs\": 40}' > config.json && echo note > notes.txt")
         person.type("fmlbench-validate 'lr 0.5, 40 epochs'")
         person.wait_for("step 1 of 3: accuracy")
@@ -170,7 +188,9 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     outcome = result["outcome"]
     record, steps = outcome.record, outcome.store.load_steps()
     assert record.status == "finished" and record.end_reason == "submitted by the person"
-    assert record.agent == "human" and record.agent_process == "bwrap"
+    assert record.agent == "human-assisted" and record.agent_process == "bwrap" and record.model == "gpt-4o"
+    # the model's call is the run's: counted, and made with the key the gateway added outside the sandbox
+    assert record.usage.calls == 1 and fake_llm.completions[0].headers["authorization"] == f"Bearer {api_keys['openai']}"
     assert [s.plan for s in steps] == ["lr 0.5, 40 epochs"] and steps[0].success and steps[0].metric > 0.76
     assert json.loads(outcome.store.read_snapshot(steps[0].snapshot)["config.json"]) == {"lr": 0.5, "epochs": 40}
     assert record.best_step == 1 and record.test_metric is not None and record.integrity == "ok"
@@ -190,7 +210,8 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     activity = [e for e in end if e["type"] == "activity"][-1]
     assert 0 < activity["active_s"] <= activity["session_s"] and activity["rule"] == idle_rule(300.0)
     for path in (p for p in (tmp_path / "out").rglob("*") if p.is_file()):
-        assert SECRET_KEY.encode() not in path.read_bytes(), path
+        assert not {SECRET_KEY, *api_keys.values()} & {k for k in (SECRET_KEY, *api_keys.values())
+                                                       if k.encode() in path.read_bytes()}, path
 
 
 @needs_tools
