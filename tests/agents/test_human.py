@@ -185,6 +185,11 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     finally:
         person.kill()
     assert not thread.is_alive() and "error" not in result, result.get("error")
+    # the session's tmux server (and with it the shell and what it started) ended with the run
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{session.pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{session.pid}").exists()
     outcome = result["outcome"]
     record, steps = outcome.record, outcome.store.load_steps()
     assert record.status == "finished" and record.end_reason == "submitted by the person"
