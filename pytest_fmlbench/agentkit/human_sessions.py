@@ -3,8 +3,9 @@
 Each ``--agent=human`` run keeps a tmux server (``tmux -D -S .../fmlbench-human.sock``) in its agent's
 sandbox, and a beacon (task, steps, start) beside the socket, both in the sandbox's private ``/tmp``.
 From the host they are reached through ``/proc/PID/root`` of that server: only by the user the run
-belongs to (or root), as the kernel allows a process's root to be entered only by who may inspect it.
-Nothing of the sandbox is made visible for this.
+belongs to, as the kernel allows a process's root to be entered only by who may inspect it (and only the
+processes of the user who attaches are looked at, root's included). Nothing of the sandbox is made
+visible for this.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def find_sessions(proc: Path = Path("/proc")) -> list[HumanSession]:
         if not entry.name.isdigit():
             continue
         try:
+            if entry.stat().st_uid != os.getuid():
+                continue  # another user's: never a session of ours, whatever its command line says
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             inside = _tmux_socket([part.decode(errors="replace") for part in cmdline if part])
             if inside is None:
