@@ -45,6 +45,22 @@ def shell_session(extra: dict) -> str:
     return text if len(text) <= SHELL_SHOWN_CHARS else "[...]\n" + text[-SHELL_SHOWN_CHARS:]
 
 
+def active_seconds(steps: list) -> float | None:
+    """A human run's active time over all its sessions (a resumed run's new session counts from 0 again:
+    each session's last ``activity`` event is its total), from its steps' records; None for another agent."""
+    total, session, seen = 0.0, 0.0, False
+    for step in steps:
+        for key in ("transcript", "transcript_end"):
+            for event in step.extra.get(key) or []:
+                if not isinstance(event, dict):
+                    continue
+                if event.get("type") == "start" and event.get("tool") == "human":
+                    total, session = total + session, 0.0
+                elif event.get("type") == "activity" and isinstance(event.get("active_s"), (int, float)):
+                    session, seen = float(event["active_s"]), True
+    return total + session if seen else None
+
+
 def is_human(agent: str) -> bool:
     return agent in HUMAN_AGENTS
 

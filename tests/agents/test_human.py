@@ -29,7 +29,7 @@ from pytest_fmlbench.agentkit.human_terminal import ActiveTime, clean_output, id
 from pytest_fmlbench.agentkit.loading import load_builtin
 from pytest_fmlbench.cli.commands import main as fmlbench
 from pytest_fmlbench.llm import make_llm_factory
-from pytest_fmlbench.reports.human_baseline import shell_session
+from pytest_fmlbench.reports.human_baseline import active_seconds, shell_session
 from pytest_fmlbench.runner import RunSettings, execute
 from pytest_fmlbench.spec import load_task
 
@@ -214,6 +214,7 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     assert "fmlbench-submit" in shell_session(steps[0].extra) and "\x1b" not in shell_session(steps[0].extra)
     activity = [e for e in end if e["type"] == "activity"][-1]
     assert 0 < activity["active_s"] <= activity["session_s"] and activity["rule"] == idle_rule(300.0)
+    assert active_seconds(steps) == activity["active_s"]
     for path in (p for p in (tmp_path / "out").rglob("*") if p.is_file()):
         assert not {SECRET_KEY, *api_keys.values()} & {k for k in (SECRET_KEY, *api_keys.values())
                                                        if k.encode() in path.read_bytes()}, path

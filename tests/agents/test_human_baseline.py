@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from scoring.records import record
+from scoring.records import record, step
 
-from pytest_fmlbench.reports.human_baseline import SHELL_SHOWN_CHARS, against_human, human_items, shell_session
+from pytest_fmlbench.reports.human_baseline import (
+    SHELL_SHOWN_CHARS, active_seconds, against_human, human_items, shell_session,
+)
 from pytest_fmlbench.reports.text import print_whole
 from pytest_fmlbench.reports.tables import _console
 from pytest_fmlbench.scoring.aggregate import Scores
@@ -59,3 +61,17 @@ def test_a_human_step_reads_as_the_persons_terminal_and_another_agents_as_nothin
     assert shell_session({"transcript": [{"type": "output", "text": "a coding tool's"}]}) == ""
     long = {"transcript": [{"type": "start", "tool": "human"}, {"type": "output", "text": "x" * 50_000}]}
     assert shell_session(long) == "[...]\n" + "x" * SHELL_SHOWN_CHARS
+
+
+def test_active_time_adds_up_the_sessions_of_a_resumed_run():
+    def with_events(n, *events, end=()):
+        s = step(n, 0.7)
+        s.extra = {"transcript": list(events), **({"transcript_end": list(end)} if end else {})}
+        return s
+
+    start, activity = {"type": "start", "tool": "human"}, (lambda s: {"type": "activity", "active_s": s})
+    # the first session: 30 s by its second step; the resumed one: 12 s, then 20 s after its last step
+    steps = [with_events(1, start, activity(10)), with_events(2, activity(30)),
+             with_events(3, start, activity(12), end=[activity(20)])]
+    assert active_seconds(steps) == 50
+    assert active_seconds([with_events(1, {"type": "output", "text": "a coding tool's"})]) is None
