@@ -184,7 +184,7 @@ for pid in pids:
         cmd = open(f"/proc/{pid}/cmdline", "rb").read()
     except OSError:
         continue
-    if b"isolation/warm_parent" in cmd:
+    if b"isolation/warm/parent/" in cmd:
         say("ATTACK FOUND a warm parent", pid)
 for target in [p for p in pids if p != me] + [os.getppid()]:
     for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):
