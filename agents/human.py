@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from pytest_fmlbench.agentkit.base import AgentOptions
-from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent
+from pytest_fmlbench.agentkit.coding_tool import CodingToolAgent, ToolError
 from pytest_fmlbench.agentkit.human_cmd import write_commands
 from pytest_fmlbench.agentkit.human_sessions import beacon_json
 from pytest_fmlbench.agentkit.human_terminal import (
@@ -119,7 +119,10 @@ class HumanAgent(CodingToolAgent):
         terminal = Terminal(self.binary, terminal_dir, env, self.workdir, self._banner())
         how, code = "exited", 0
         try:
-            terminal.start()
+            try:
+                terminal.start()
+            except (RuntimeError, OSError) as exc:
+                raise ToolError(f"the person's terminal could not start: {exc}") from None
             self._terminal = terminal
             (terminal_dir / BEACON_NAME).write_text(beacon_json(session.task.id, session.steps_total, time.time(),
                                                                 wall_clock_s, str(terminal.socket)))

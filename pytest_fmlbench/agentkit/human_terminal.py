@@ -234,8 +234,15 @@ class Terminal:
         return None if self._server is None else self._server.returncode
 
     def tmux(self, *args: str, check: bool = True) -> str:
-        done = subprocess.run([self.binary, "-S", str(self.socket), *args], env=self.env, capture_output=True,
-                              text=True, timeout=_TMUX_TIMEOUT_S)
+        """One tmux command on the session's server; its output. Raises RuntimeError (one line) where it fails
+        and ``check``; returns "" where it fails otherwise."""
+        try:
+            done = subprocess.run([self.binary, "-S", str(self.socket), *args], env=self.env, capture_output=True,
+                                  text=True, timeout=_TMUX_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            if check:
+                raise RuntimeError(f"tmux {args[0]}: {exc}") from None
+            return ""
         if check and done.returncode != 0:
             raise RuntimeError(f"tmux {args[0]}: {done.stderr.strip() or done.returncode}")
         return done.stdout
@@ -245,24 +252,13 @@ class Terminal:
         """When a client last pressed a key in the session (seconds since the epoch), or None. Also pipes the
         pane's output again where its pipe is gone (a shell that exited is replaced: its pane's pipe may go
         with it, whatever the hook that respawned it did)."""
-        try:
-            text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_activity} #{pane_pipe}",
-                             check=False).split()
-            if text[1:] == ["0"]:
-                self.tmux("pipe-pane", "-o", "-t", SESSION, self._pipe_command(), check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
+        text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_activity} #{pane_pipe}", check=False).split()
+        if text[1:] == ["0"]:
+            self.tmux("pipe-pane", "-o", "-t", SESSION, self._pipe_command(), check=False)
         return float(text[0]) if text and text[0].isdigit() else None
 
     def _pipe_command(self) -> str:
         return f"cat >> {shlex.quote(str(self.fifo))}"
-
-    def attached(self) -> int:
-        try:
-            text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_attached}", check=False).strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return 0
-        return int(text) if text.isdigit() else 0
 
     def new_commands(self) -> list[dict]:
         try:
