@@ -24,6 +24,13 @@ sandbox:
 	    echo "experiments run in a bubblewrap sandbox: install it (sudo apt-get install bubblewrap," \
 	         "or your distribution's bubblewrap package), or pass --no-sandbox to pytest"; \
 	  fi; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing tmux (--agent=human: a person's shell in the agent sandbox)"; \
+	    apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; \
+	  else \
+	    echo "--agent=human needs tmux: install it (sudo apt-get install tmux)"; \
+	  fi; }
 
 # the general coding agents' tools (--agent=claude-code, codex, mini-swe-agent), pinned, under the interpreter's
 # prefix: .venv is visible read-only inside the agent sandbox, the user's global npm and site-packages are not.

@@ -84,6 +84,8 @@ def drive(*, mode: AgentMode, session: HarnessSession, llm: Any, task: Task, ste
         session.keep_recorded_steps()
     in_sandbox = mode == "process" and sandboxed
     lent = Lent.open(needs, session, llm, sandboxed=in_sandbox, hidden=list(hidden), gateway_factory=gateway_factory)
+    if getattr(agent_cls, "attach_hint", None) is not None:  # --agent=human: the command the person runs
+        announce(agent_cls.attach_hint(task.id))
     try:
         budget = own_time_budget(agent_limits, task, steps)
         dispatcher = Dispatcher(session, llm, agent=payload, lent=lent.hello_fields(), time_budget_s=budget)

@@ -14,6 +14,7 @@ from typing import Any
 from ..record import RunRecord, RunStore, StepRecord
 from ..scoring.groups import RunGroup, identity_of
 from ..scoring.runs import from_record
+from .human_baseline import shell_session
 
 ERROR_TAIL_CHARS = 1500  # as much of an error as the agents' prompts carry
 DIFF_MAX_LINES = 400
@@ -37,6 +38,7 @@ class StepView:
     error_tail: str
     diff_against: str  # "step N", "the baseline" or "" when there is nothing to compare with
     diff: str
+    shell: str = ""  # a person's terminal during the step (--agent=human), as text
 
     @property
     def failure(self) -> str:
@@ -129,5 +131,6 @@ def run_view(record: RunRecord, steps: list[StepRecord], run_dir: Path) -> RunVi
             metric=s.metric if s.success else None, best_so_far=best, tokens=s.usage.total_tokens,
             cost_usd=s.usage.cost_usd, duration_s=s.duration_s, plan=s.plan, idea=s.idea or "",
             analysis=s.analysis, error_tail=tail(error), diff_against=against if old is not None else "", diff=diff,
+            shell=shell_session(s.extra),
         ))
     return RunView(record, Path(run_dir), views)

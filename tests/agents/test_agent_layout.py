@@ -154,7 +154,7 @@ def test_fmlbench_agents_command(pytester):
 
 BUILT_IN = {"aide": True, "aira-mcts": True, "ai-scientist-v1": True, "ai-scientist-v2": True, "autoresearch": True,
             "openevolve": True, "adaptive-search": True, "baseline": False, "random-search": False,
-            "claude-code": True, "codex": True, "mini-swe-agent": True}
+            "claude-code": True, "codex": True, "mini-swe-agent": True, "human": False, "human-assisted": True}
 
 
 @pytest.mark.parametrize("how", ["fmlbench agents", "pytest --fmlbench-agents"])

@@ -34,8 +34,10 @@ from pytest_fmlbench.runner import RunSettings, execute
 from pytest_fmlbench.spec import load_task
 
 SECRET_KEY = "sk-SECRET-the-person-must-not-see-0123456789"
-needs_tools = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("tmux") is None,
-                                 reason="bubblewrap and tmux are needed")
+# as the coding tools' tests: a missing tool skips, unless FMLBENCH_REQUIRE_TOOLS=1 (CI), where it fails
+needs_tools = pytest.mark.skipif((shutil.which("bwrap") is None or shutil.which("tmux") is None)
+                                 and os.environ.get("FMLBENCH_REQUIRE_TOOLS") != "1",
+                                 reason="bubblewrap and tmux are needed (make sandbox installs them)")
 SCREEN_TIMEOUT_S = 60.0
 
 
@@ -84,9 +86,10 @@ def start_run(task, out: Path, steps: int, agent: str = "human", agent_limits: A
               llm=None, **options):
     human = load_builtin(agent)
     lent = {} if llm is None else dict(model=llm.model, provider=llm.provider, llm_factory=make_llm_factory(llm))
+    result: dict = {"announced": []}
     settings = RunSettings(agent_cls=human, agent_name=human.name, agent_options=human.Options(**options),
-                           out_dir=out, steps=steps, agent_limits=agent_limits, **lent)
-    result: dict = {}
+                           out_dir=out, steps=steps, agent_limits=agent_limits, announce=result["announced"].append,
+                           **lent)
 
     def run() -> None:
         try:
@@ -231,6 +234,10 @@ def test_the_agent_timeout_ends_a_session_nobody_attached_to_with_the_final_test
     assert record.status == "finished" and record.end_reason == "wall-clock budget reached"
     assert record.steps_used == 0 and record.test_on_baseline and record.test_metric is not None
     assert 7 <= time.monotonic() - started < 60
+    # the item said, in one line, what the person runs
+    assert [line for line in result["announced"] if "fmlbench attach toy_task" in line] == [
+        "[fmlbench] toy_task[seed0]: waiting for a person: run `fmlbench attach toy_task` in another terminal "
+        "(detach: C-b d or fmlbench-detach; end: fmlbench-submit)"]
 
 
 # -- the parts, without a sandbox -----------------------------------------------------------------
