@@ -15,14 +15,18 @@ from pytest_fmlbench.taskkit.shapes import generate
 
 N_CLASSES = 20
 N_VISIBLE = 3000
-N_TEST = 1000
+# 3000 hidden images: the test accuracy's sampling error is 0.008 (0.014 with 1000), small beside what a
+# better method gains
+N_TEST = 3000
 POOL_SEED = 52_904_118
 TEST_SEED = 38_227_560
 
 
-def load_pool() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(visible_X, visible_y, test_X, test_y); X uint8 (N, 16, 16, 3), y int64 class ids."""
-    images, labels = generate(N_VISIBLE + N_TEST, N_CLASSES, POOL_SEED)
-    order = np.random.default_rng(TEST_SEED).permutation(len(images))
-    test_idx, visible_idx = np.sort(order[:N_TEST]), np.sort(order[N_TEST:])
-    return images[visible_idx], labels[visible_idx], images[test_idx], labels[test_idx]
+def load_pool(with_test: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(visible_X, visible_y, test_X, test_y); X uint8 (N, 16, 16, 3), y int64 class ids. Without the test
+    set (the val split's scoring, prepare), test_X and test_y are empty: rendering it is most of the cost."""
+    visible_X, visible_y = generate(N_VISIBLE, N_CLASSES, POOL_SEED)
+    if not with_test:
+        return visible_X, visible_y, visible_X[:0], visible_y[:0]
+    test_X, test_y = generate(N_TEST, N_CLASSES, TEST_SEED)
+    return visible_X, visible_y, test_X, test_y

@@ -13,7 +13,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data import N_CLASSES, load_pool  # noqa: E402
 
+from pytest_fmlbench.evalkit import harness_args  # noqa: E402
 from pytest_fmlbench.taskkit.linear_probe import evaluate  # noqa: E402
 
 if __name__ == "__main__":
-    evaluate(load_pool, N_CLASSES, dataset="shapes20_ssl", metric="linear_eval_acc", test_probe_fits="visible_pool")
+    with_test = harness_args().split == "test"  # validation never renders the hidden test images
+    evaluate(lambda: load_pool(with_test), N_CLASSES, dataset="shapes20_ssl", metric="linear_eval_acc",
+             test_probe_fits="visible_pool")

@@ -25,7 +25,7 @@ def main() -> None:
         return
     if args.workspace is None:
         sys.exit("prepare.py: --workspace is required for --split val")
-    visible_X, _, _, _ = load_pool()
+    visible_X, _, _, _ = load_pool(with_test=False)
     data = args.workspace / "data"
     data.mkdir(parents=True, exist_ok=True)
     np.save(data / "visible_X.npy", visible_X)
