@@ -23,7 +23,7 @@ INFRA_NOTE = ("infra failures are left out of NI and the process metrics (the in
               "not the agent)")
 
 
-def _cause_at(source: str) -> str:
+def cause_at(source: str) -> str:
     """The cause of a run folder's last end; "" where it did not fail or there is no record to read."""
     store = RunStore(Path(source)) if source else None
     if store is None or not store.exists():
@@ -44,7 +44,7 @@ def with_causes(scores: Scores) -> Scores:
     """``scores`` itself, given a ``failure_cause`` column ("" for a run that did not fail) where it has none:
     the session's tables, CSVs, summary and HTML page share one Scores, and read the records once."""
     if not scores.runs.empty and COLUMN not in scores.runs:
-        scores.runs[COLUMN] = [_cause_at(str(source)) for source in scores.runs["source"]]
+        scores.runs[COLUMN] = [cause_at(str(source)) for source in scores.runs["source"]]
     return scores
 
 
