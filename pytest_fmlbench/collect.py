@@ -195,6 +195,8 @@ class TaskItem(pytest.Item):
             "cost_usd": "unknown" if record.usage.cost_usd is None else round(record.usage.cost_usd, 6),
             "wall_clock_s": round(record.wall_clock_s, 3), "integrity": record.integrity,
             failure_causes.PROPERTY: failure_causes.cause_of_record(record) or "none",
+            "human": str(record.human).lower(),
+            **({"human_active_s": round(record.human_active_s, 1)} if record.human_active_s is not None else {}),
             "status": record.status, "constraint_violated": str(record.constraint_violated).lower(),
             "sandbox": record.sandbox or "unknown", "agent_process": record.agent_process or "unknown",
             RUN_DIR_PROPERTY: str(run_dir), REUSED_PROPERTY: str(reused).lower(),

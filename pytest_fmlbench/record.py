@@ -135,6 +135,11 @@ class RunRecord(BaseModel):
     # when its item ends; an "infra" run (a lost Slurm job) is left out of NI. None for a run that ended well
     # or has not ended, and in older records
     failure_cause: Literal["agent", "infra", "provider", "budget"] | None = None
+    # a person's run (--agent=human, human-assisted), not an agent's, and the person's active time over all its
+    # sessions: the gaps between key presses, each counted in full up to the agent's idle_gap_s, a longer one
+    # not at all. None for an agent's run, and in older records
+    human: bool = False
+    human_active_s: float | None = None
     # the task's scoring contract, copied so a record can be rescored without the task folder
     metric_key: str
     direction: Literal["higher", "lower"]

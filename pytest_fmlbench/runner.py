@@ -33,6 +33,7 @@ from .executor import scrubbed_env, tail
 from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
+from .reports.human_baseline import active_seconds, is_human
 from .record import RecordUnreadable, RunRecord, RunStore, now
 from .safe_text import printable
 from .spec import Task
@@ -240,7 +241,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
         resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
-        scale=settings.scale if spec.profile == "full" else None, data=data,
+        scale=settings.scale if spec.profile == "full" else None, data=data, human=is_human(settings.agent_name),
     )
     store.save(record)
     if prior_steps or prior_baseline_run:
@@ -254,6 +255,8 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         record.status = status
         record.finished_at = now()
         record.wall_clock_s = prior_wall + time.monotonic() - started
+        if record.human:
+            record.human_active_s = active_seconds(store.load_steps())
         store.save(record)
         # after the record: the live display (agents' words pass through it) never keeps the result from it
         try:

@@ -68,6 +68,7 @@ def test_xunit1_keeps_properties_on_each_testcase(pytester, toy, bench, family):
     (case,) = root.iter("testcase")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert METRICS <= set(props)
+    assert props["human"] == "false" and "human_active_s" not in props  # an agent's run, not a person's
     assert not [p for p in root.iter("property") if "." in p.get("name") and p.get("name").startswith("toy_task")]
 
 

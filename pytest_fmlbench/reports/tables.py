@@ -287,8 +287,10 @@ def summary_items(scores: Scores) -> list:
     # the audit's research review (the fourth table) and suspect runs, then AUP
     from ..audit.tables import audit_items
 
+    from .human_baseline import human_items
+
     return [*items, *failures_items(scores), *compute_items(own),
-            *((*audit_items(own.runs), *aup_rich(own)) if groups else ())]
+            *((*audit_items(own.runs), *aup_rich(own), *human_items(own)) if groups else ())]
 
 
 def render(runs: Scores | list, width: int = 160, encoder: Any = AUTO) -> str:

@@ -218,6 +218,8 @@ def test_a_person_edits_validates_detaches_survives_a_killed_terminal_and_submit
     activity = [e for e in end if e["type"] == "activity"][-1]
     assert 0 < activity["active_s"] <= activity["session_s"] and activity["rule"] == idle_rule(300.0)
     assert active_seconds(steps) == activity["active_s"]
+    # the record marks the run a person's, with their active time
+    assert record.human is True and record.human_active_s == activity["active_s"]
     for path in (p for p in (tmp_path / "out").rglob("*") if p.is_file()):
         assert not {SECRET_KEY, *api_keys.values()} & {k for k in (SECRET_KEY, *api_keys.values())
                                                        if k.encode() in path.read_bytes()}, path
@@ -233,6 +235,7 @@ def test_the_agent_timeout_ends_a_session_nobody_attached_to_with_the_final_test
     # its wall clock: the budget less a margin to end cleanly, so the agent's process is never killed for it
     assert record.status == "finished" and record.end_reason == "wall-clock budget reached"
     assert record.steps_used == 0 and record.test_on_baseline and record.test_metric is not None
+    assert record.human is True and record.human_active_s is None  # nobody attached: no key was pressed
     assert 7 <= time.monotonic() - started < 60
     # the item said, in one line, what the person runs
     assert [line for line in result["announced"] if "fmlbench attach toy_task" in line] == [

@@ -11,7 +11,7 @@ from pytest_fmlbench.reports.human_baseline import (
     SHELL_SHOWN_CHARS, active_seconds, against_human, human_items, shell_session,
 )
 from pytest_fmlbench.reports.text import print_whole
-from pytest_fmlbench.reports.tables import _console
+from pytest_fmlbench.reports.tables import _console, summary_items
 from pytest_fmlbench.scoring.aggregate import Scores
 
 
@@ -47,6 +47,12 @@ def test_the_summary_items_show_the_table_only_where_a_person_ran():
     text = buffer.getvalue()
     assert "Against the human baseline" in text and "1.50" in text
     assert "reached the person's NI on 1 of 1 task(s)" in text
+    # the session's summary (terminal and HTML) shows it after the agents' tables
+    shown = summary_items(scores(ran("human", "t1", 0.8), ran("aide", "t1", 0.9), ran("aide", "t3", 0.9)))
+    console, buffer = _console(200)
+    for item in shown:
+        print_whole(console, item)
+    assert "Against the human baseline" in buffer.getvalue()
 
 
 def test_a_human_step_reads_as_the_persons_terminal_and_another_agents_as_nothing():
