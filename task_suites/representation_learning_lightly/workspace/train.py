@@ -47,7 +47,8 @@ def build_method(backbone, config: dict, input_size: int, device, total_steps: i
     import transform  # the editable augmentations
 
     views_of = transform.EvolvingTransform(input_size, config)
-    ssl = model.EvolvingModel(backbone, config).to(device)
+    # and its buffers too: lightly's memory bank is made float32 whatever the default dtype
+    ssl = model.EvolvingModel(backbone, config).to(device, torch.float64)
     optimizer, scheduler = ssl.configure_optimizers(total_steps)
 
     def loss(batch, generator, step: int):
