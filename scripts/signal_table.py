@@ -16,7 +16,8 @@ per xdist worker, as scripts/baseline_spread.py runs the baseline):
 Figures are given in the task's metric and in NI (the noise floor and the headroom over the task's
 normalisation range D, as scoring.metrics computes NI).
 
-    .venv/bin/python scripts/signal_table.py [-k EXPR] [--parts kernel,seeds,long,better] [--json FILE]
+    .venv/bin/python scripts/signal_table.py [-k EXPR] [--parts kernel,seeds,long,better] [--seeds 5]
+        [--short-steps 10] [--long-steps 50] [--workers 2] [--json FILE] [--load FILE]
 
 A session of --long-steps steps on one task takes about that many experiments; on 2 cores the whole
 table of the small tasks takes hours: run it on a quiet machine. ``--load FILE`` prints the table from
@@ -50,11 +51,11 @@ RATIO_GOAL = 0.2
 PARTS = ("kernel", "seeds", "long", "better")
 
 
-def run_session(project: Path, selection: str, agent_args: list[str],
+def run_session(project: Path, selection: str, agent_args: list[str], workers: int,
                 overlay: dict[str, Path] | None = None) -> list[dict]:
     """The records of one session of the small tasks ``selection`` picks, in a fresh copy of task_suites
     (with ``overlay``: task id -> a folder whose files replace that task's workspace files)."""
-    env_extra, workers = VARIANTS["default"]
+    env_extra, _ = VARIANTS["default"]
     shutil.copytree(REPO / "task_suites", project / "task_suites", ignore=shutil.ignore_patterns("__pycache__", "full"))
     for task, folder in (overlay or {}).items():
         for path in folder.iterdir():
@@ -82,7 +83,7 @@ def scores_by_task(records: list[dict]) -> dict[str, list[float]]:
 
 
 def measure(parts: list[str], selection: str, seeds: int, short_steps: int, long_steps: int,
-            variants: list[str]) -> dict[str, dict]:
+            variants: list[str], workers: int) -> dict[str, dict]:
     """task -> {"kernel": {variant: test}, "seeds": [test...], "long": test, "better": test}."""
     measured: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="fmlbench-signal-") as tmp:
@@ -95,19 +96,19 @@ def measure(parts: list[str], selection: str, seeds: int, short_steps: int, long
         if "seeds" in parts:
             print(f"seeds: random-search, {short_steps} steps x {seeds} seeds ...", flush=True)
             records = run_session(root / "seeds", selection, ["--agent=random-search", f"--steps={short_steps}",
-                                                              f"--seeds={seeds}"])
+                                                              f"--seeds={seeds}"], workers)
             for task, values in scores_by_task(records).items():
                 measured.setdefault(task, {})["seeds"] = values
         if "long" in parts:
             print(f"long: random-search, {long_steps} steps ...", flush=True)
-            for task, values in scores_by_task(run_session(root / "long", selection,
-                                                        ["--agent=random-search", f"--steps={long_steps}"])).items():
+            records = run_session(root / "long", selection, ["--agent=random-search", f"--steps={long_steps}"], workers)
+            for task, values in scores_by_task(records).items():
                 measured.setdefault(task, {})["long"] = values[0]
         if "better" in parts:
             overlay = {p.name: p for p in BETTER_METHODS.iterdir() if p.is_dir()} if BETTER_METHODS.is_dir() else {}
             print(f"better: the hand-written methods of {', '.join(sorted(overlay)) or 'no task'} ...", flush=True)
             if overlay:
-                records = run_session(root / "better", selection, ["--agent=baseline", "--steps=1"], overlay)
+                records = run_session(root / "better", selection, ["--agent=baseline", "--steps=1"], workers, overlay)
                 for task, values in scores_by_task(records).items():
                     if task in overlay:
                         measured.setdefault(task, {})["better"] = values[0]
@@ -138,7 +139,8 @@ def signal_row(task: str, values: dict) -> dict:
     spec = load_task(REPO / "task_suites" / task / "task.yaml").spec
     baseline, direction, transform = spec.baseline.test, spec.metric.direction, spec.metric.transform
     kernel, seed_sd, headroom = noise_and_headroom(values, baseline, direction == "higher")
-    noise = max((x for x in (kernel, seed_sd) if x is not None), default=None)
+    # the floor needs both parts: either alone could hide the larger one
+    noise = None if kernel is None or seed_sd is None else max(kernel, seed_sd)
     ratio = None if noise is None or headroom is None or headroom <= 0 else noise / headroom
 
     # NI: the same figures on the scored scale, over the normalisation range D
@@ -146,7 +148,7 @@ def signal_row(task: str, values: dict) -> dict:
     d = scale(spec.normalization.best, spec.normalization.worst, scored_baseline)
     kernel_s, seed_sd_s, headroom_s = noise_and_headroom(on_scored_scale(values, transform), scored_baseline,
                                                          scored_direction(direction, transform) == "higher")
-    noise_s = max((x for x in (kernel_s, seed_sd_s) if x is not None), default=None)
+    noise_s = None if kernel_s is None or seed_sd_s is None else max(kernel_s, seed_sd_s)
 
     def ni(x: float | None) -> float | None:
         return None if x is None or not d else x / d
@@ -181,6 +183,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="random-search seeds for the seed SD (at least 5)")
     parser.add_argument("--short-steps", type=int, default=10, help="random-search steps for the seed SD")
     parser.add_argument("--long-steps", type=int, default=50, help="random-search steps for the headroom")
+    parser.add_argument("--workers", type=int, default=VARIANTS["default"][1],
+                        help="xdist workers of the random-search and better-method sessions (each experiment "
+                        "has one thread; default: as the default variant, as CI runs)")
     parser.add_argument("--json", type=Path, help="write the measured values here (merged into it if it exists)")
     parser.add_argument("--load", type=Path, help="take the values an earlier --json wrote instead of running")
     args = parser.parse_args()
@@ -190,7 +195,8 @@ def main() -> None:
 
     measured = json.loads(args.load.read_text()) if args.load else {}
     if not args.load:
-        measured = measure(parts, args.k, args.seeds, args.short_steps, args.long_steps, args.variants.split(","))
+        measured = measure(parts, args.k, args.seeds, args.short_steps, args.long_steps, args.variants.split(","),
+                           args.workers)
         if args.json:
             earlier = json.loads(args.json.read_text()) if args.json.is_file() else {}
             for task, values in measured.items():

@@ -59,9 +59,9 @@ def build_method(backbone, config: dict, input_size: int, device, total_steps: i
     ssl = algorithm.get_model(backbone, config)
     if getattr(ssl, "backbone", None) is not backbone:
         fail("get_model(backbone, config) must keep the backbone it is given as .backbone")
-    ssl = ssl.to(device)
+    ssl = ssl.to(device, torch.float64)  # and its buffers: lightly's memory banks are made float32
     augment = algorithm.get_augmentation(input_size, config)
-    criterion = algorithm.get_loss(config).to(device)
+    criterion = algorithm.get_loss(config).to(device, torch.float64)
     optimizer, scheduler = algorithm.get_optimizer(ssl, config, total_steps)
 
     def loss(batch, generator, step: int):

@@ -1,0 +1,59 @@
+"""scripts/signal_table.py: the noise floor, the headroom and their ratio it derives from measured test values."""
+
+import importlib.util
+import statistics
+
+import pytest
+
+from pytest_fmlbench.spec import load_task
+
+from conftest import REPO
+
+SCRIPT = REPO / "scripts" / "signal_table.py"
+
+
+@pytest.fixture(scope="module")
+def table():
+    spec = importlib.util.spec_from_file_location("signal_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def declared(task: str):
+    return load_task(REPO / "task_suites" / task / "task.yaml").spec
+
+
+def test_the_floor_is_the_larger_noise_and_the_headroom_the_best_stronger_method(table):
+    task = "representation_learning_lightly"  # accuracy, higher is better, NI over [0, 1]
+    base = declared(task).baseline.test
+    seeds = [base - 0.01, base, base + 0.02, base + 0.01, base - 0.005]
+    row = table.signal_row(task, {"kernel": {"default": base, "avx2": base - 0.004}, "seeds": seeds,
+                                  "long": base + 0.03, "better": base + 0.05})
+    assert row["kernel_spread"] == pytest.approx(0.004)
+    assert row["seed_sd"] == pytest.approx(statistics.stdev(seeds)) and row["seeds"] == 5
+    assert row["noise_floor"] == pytest.approx(statistics.stdev(seeds))  # the seeds' SD is the larger part
+    assert row["headroom"] == pytest.approx(0.05)  # the hand-written method beat random search
+    assert row["ratio"] == pytest.approx(statistics.stdev(seeds) / 0.05) and row["ok"] is False  # 0.24 > 1/5
+    assert row["noise_floor_ni"] == pytest.approx(row["noise_floor"])  # D = 1 - 0
+    assert row["headroom_ni"] == pytest.approx(0.05)
+
+
+def test_a_lower_is_better_metric_gains_downwards(table):
+    task = "causality_gcastle"
+    spec = declared(task)
+    assert spec.metric.direction == "lower"
+    base = spec.baseline.test
+    row = table.signal_row(task, {"kernel": {"default": base + 0.001}, "seeds": [base, base, base],
+                                  "long": base - 0.5, "better": base + 1.0})
+    assert row["kernel_spread"] == pytest.approx(0.001) and row["noise_floor"] == pytest.approx(0.001)
+    assert row["headroom"] == pytest.approx(0.5)  # random search's lower value, not the worse method's
+    assert row["ratio"] == pytest.approx(0.002) and row["ok"] is True
+
+
+def test_no_floor_and_no_verdict_without_both_noises(table):
+    task = "representation_learning_lightly"
+    base = declared(task).baseline.test
+    row = table.signal_row(task, {"kernel": {"default": base}, "better": base + 0.1})
+    assert row["noise_floor"] is None and row["ratio"] is None and row["ok"] is None
+    assert row["headroom"] == pytest.approx(0.1)
