@@ -203,8 +203,11 @@ class HumanAgent(CodingToolAgent):
             self._transcript.add({"type": "output", "text": output})
 
     def _activity_event(self) -> dict[str, Any]:
-        return {"type": "activity", "active_s": round(self._activity.active_s, 1),
-                "session_s": round(time.monotonic() - self._started, 1), "rule": idle_rule(self._activity.idle_gap_s)}
+        session_s = round(time.monotonic() - self._started, 1)
+        # key presses are known to the second (tmux's session_activity): their gaps may add up to a little more
+        # than the session's own clock, which bounds them
+        return {"type": "activity", "active_s": min(round(self._activity.active_s, 1), session_s),
+                "session_s": session_s, "rule": idle_rule(self._activity.idle_gap_s)}
 
     def _step(self, args: list[str]) -> tuple[str, int]:
         # what the shell did up to this call is this step's transcript

@@ -177,7 +177,9 @@ class Terminal:
     def _settings(self) -> list[list[str]]:
         """tmux commands run once its server is up, each as its arguments (no configuration file to quote)."""
         shell = f"exec /bin/bash --rcfile {shlex.quote(str(self.folder / 'bashrc'))} -i"
-        pipe = f"pipe-pane -o {shlex.quote(self._pipe_command())}"
+        # never -o: with -o, pipe-pane closes a pipe that is open (a toggle), and the hook and the driver's check
+        # below may both find the new shell's pane without one
+        pipe = f"pipe-pane {shlex.quote(self._pipe_command())}"
         return [
             ["set", "-g", "default-command", shell],
             ["set", "-g", "history-limit", "20000"],
@@ -211,7 +213,7 @@ class Terminal:
             self.tmux(*setting)
         self.tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height),
                   "-c", self.env["FMLBENCH_WORKDIR"])
-        self.tmux("pipe-pane", "-o", "-t", SESSION, self._pipe_command())
+        self.tmux("pipe-pane", "-t", SESSION, self._pipe_command())
 
     def alive(self) -> bool:
         return self._server is not None and self._server.poll() is None
@@ -254,7 +256,7 @@ class Terminal:
         with it, whatever the hook that respawned it did)."""
         text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_activity} #{pane_pipe}", check=False).split()
         if text[1:] == ["0"]:
-            self.tmux("pipe-pane", "-o", "-t", SESSION, self._pipe_command(), check=False)
+            self.tmux("pipe-pane", "-t", SESSION, self._pipe_command(), check=False)
         return float(text[0]) if text and text[0].isdigit() else None
 
     def _pipe_command(self) -> str:
