@@ -347,3 +347,24 @@ def test_the_signed_improvement_unclamped_with_its_power_and_a_scale_from_the_ot
              for row in rows([-0.3, -0.1, -0.2])]
     (t,) = compare(old, Side.from_rows("new", smoke)).tasks
     assert t.tripped(0) == []
+
+
+def test_a_run_the_infrastructure_failed_is_left_out_of_a_comparison(tmp_path, capsys):
+    """A lost node's run (failure_cause infra) is not the agent's score: it neither drags a side's NI down nor
+    trips the gate; it is named as left out."""
+    from scoring.records import write_run
+
+    from pytest_fmlbench.cli import main
+
+    write_run(tmp_path / "old" / "runs", [(0.7, {})], seed=0, test_metric=0.7)
+    write_run(tmp_path / "old" / "runs", [(0.7, {})], seed=1, test_metric=0.7)
+    write_run(tmp_path / "new" / "runs", [(0.7, {})], seed=0, test_metric=0.7)
+    # seed 1's job was lost with its node: the run fell back to the baseline's code, its test at the baseline's
+    write_run(tmp_path / "new" / "runs", [(0.7, {})], seed=1, test_metric=0.6, status="error",
+              failure_cause="infra", error="Slurm job 812_1 is NODE_FAIL without a result")
+    assert main(["compare", str(tmp_path / "old" / "runs"), str(tmp_path / "new" / "runs"),
+                 "--fail-on-regression", "0.05", "--json", str(tmp_path / "cmp.json")]) == 0
+    captured = capsys.readouterr()
+    assert "left out" in captured.err and "infrastructure failed it" in captured.err
+    (row,) = json.loads((tmp_path / "cmp.json").read_text())["tasks"]
+    assert abs(row["test_delta"]) < 1e-9, row

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..reports import causes
 from ..reports.disclosure import Hardware
 
 # the columns a side keeps of the scorer's per-run rows (Scores.runs)
@@ -89,12 +90,19 @@ def scored_rows(runs: list) -> list[dict | None]:
     # all runs in one pass: the scorer tells apart what only the whole set shows (one task's versions)
     frame = Scores.from_runs(inputs, encoder=None, left_out=left_out).runs
     rows = iter(frame[list(COLUMNS)].to_dict(orient="records") if not frame.empty else [])
+    # a run the infrastructure failed (a lost node) is not the agent's score, here as in the session's tables
+    infra = iter([causes.cause_at(str(source)) == causes.INFRA for source in frame["source"]]
+                 if not frame.empty else [])
     out: list[dict | None] = []
     for run in inputs:
         if id(run) in left:
             out.append(None)
+            continue
+        row, failed_by_infra = next(rows), next(infra)
+        if failed_by_infra:
+            say_left_out(run, "the infrastructure failed it (failure_cause infra): it is not the agent's score")
+            out.append(None)
         else:
-            row = next(rows)
             out.append({**row, SCALE: _scale(run, row["baseline_test"])})
     return out
 
