@@ -61,8 +61,9 @@ class CommandResult:
     limit: str | None = None
     # what the command wrote to stderr alone (head and tail kept, see STDERR_KEEP_CHARS)
     stderr: str = ""
-    # a warm command's CPU time (user + system, its processes', as the kernel counted them); None for
-    # one started afresh (bubblewrap passes on no CPU time of the processes in its PID namespace)
+    # the command's CPU time (user + system, its processes', as the kernel counted them): a warm command's
+    # from its parent's report, another's from its step's control group (cgroup v2); None where neither
+    # counts it (bubblewrap passes on no CPU time of the processes in its PID namespace)
     cpu_s: float | None = None
     # whether it was forked from a warm parent (isolation.warm) rather than started afresh
     warm: bool = False
@@ -181,8 +182,10 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
         if group is not None:
             group.kill_all(signal.SIGKILL)
         proc.wait()
+        group_cpu_s = None
         if group is not None:
             limit = limit or group.tripped()
+            group_cpu_s = group.cpu_seconds()
             group.close(wait=not getattr(proc, "ended_whole", False))
         for reader in readers:
             reader.join(timeout=5.0)
@@ -190,7 +193,7 @@ def run_command(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: f
     duration = time.monotonic() - start
     usage = getattr(proc, "usage", None)
     return CommandResult(proc.returncode, timed_out, duration, tail(log_path, ERROR_TAIL_CHARS), limit,
-                         errors.text(STDERR_KEEP_CHARS), usage.cpu_s if usage is not None else None, warm)
+                         errors.text(STDERR_KEEP_CHARS), usage.cpu_s if usage is not None else group_cpu_s, warm)
 
 
 class _Reaped:

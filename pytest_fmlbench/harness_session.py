@@ -182,7 +182,7 @@ class HarnessSession:
             edit_applied=edit.applied if edit else True, edit_error=edit.error if edit else "",
             success=outcome.success, metric=outcome.metric if outcome.success else None,
             metrics=outcome.metrics, constraints=outcome.constraints, error=outcome.error, stderr=outcome.stderr,
-            analysis=analysis, duration_s=outcome.duration_s, started_at=started,
+            analysis=analysis, duration_s=outcome.duration_s, cpu_s=outcome.cpu_s, started_at=started,
             usage=self._take_usage(), snapshot=snapshot, snapshot_sha256=sha, extra=extra or {},
             blocked=outcome.blocked,
         )
@@ -224,7 +224,8 @@ class HarnessSession:
             step=0, action="baseline", plan="the baseline code, run outside the step budget",
             success=outcome.success, metric=outcome.metric if outcome.success else None, metrics=outcome.metrics,
             constraints=outcome.constraints, error=outcome.error, stderr=outcome.stderr,
-            duration_s=outcome.duration_s, started_at=started, snapshot=snapshot, snapshot_sha256=files_sha256(files),
+            duration_s=outcome.duration_s, cpu_s=outcome.cpu_s, started_at=started, snapshot=snapshot,
+            snapshot_sha256=files_sha256(files),
             blocked=outcome.blocked,
         )
         self._record.baseline_run = node

@@ -62,6 +62,25 @@ class Usage(BaseModel):
         )
 
 
+class GpuHeld(BaseModel):
+    """A GPU a run held, as nvidia-smi names it."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    memory_mib: int | None = None
+    uuid: str = ""
+
+
+class RunHardware(BaseModel):
+    """The machine one run ran on: its CPU, and the GPUs the run held (not every GPU the machine has)."""
+
+    model_config = ConfigDict(extra="forbid")
+    host: str = ""
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    gpus: list[GpuHeld] = []
+
+
 class StepRecord(BaseModel):
     """One step = one validation run; also one node of the agent's search tree.
 
@@ -88,6 +107,9 @@ class StepRecord(BaseModel):
     stderr: str | None = None
     analysis: str = ""
     duration_s: float = 0.0
+    # the CPU time (user + system) of the step's experiment and evaluation, as the kernel counted it; None
+    # where it was not counted (see executor.CommandResult.cpu_s), and in older records
+    cpu_s: float | None = None
     started_at: datetime
     usage: Usage = Usage()
     snapshot: str
@@ -140,6 +162,11 @@ class RunRecord(BaseModel):
     # not at all. None for an agent's run, and in older records
     human: bool = False
     human_active_s: float | None = None
+    # the machine the run ran on (a Slurm job's node, under --slurm), and the final test's time: the validation
+    # re-run and the test run with their evaluations (compute beside the score). None in older records
+    hardware: RunHardware | None = None
+    final_test_s: float | None = None
+    final_test_cpu_s: float | None = None
     # the task's scoring contract, copied so a record can be rescored without the task folder
     metric_key: str
     direction: Literal["higher", "lower"]

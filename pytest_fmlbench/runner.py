@@ -33,6 +33,7 @@ from .executor import scrubbed_env, tail
 from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
+from .reports.disclosure import run_hardware
 from .reports.human_baseline import active_seconds, is_human
 from .record import RecordUnreadable, RunRecord, RunStore, now
 from .safe_text import printable
@@ -243,6 +244,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
         scale=settings.scale if spec.profile == "full" else None, data=data, human=is_human(settings.agent_name),
     )
+    record.hardware = run_hardware(record.devices)
     store.save(record)
     if prior_steps or prior_baseline_run:
         settings.log(f"{task.id} seed {seed}: resuming after {len(prior_steps)} recorded step(s)")
@@ -418,6 +420,8 @@ def _final_test(task: Task, session: HarnessSession, store: RunStore, record: Ru
     if val.metric is None:
         record.final_val_error = f"validation re-run of the best code failed: {val.error[-500:]}"
     test = final.run_split("test", "final", manifest=final_manifest)
+    record.final_test_s = val.duration_s + test.duration_s
+    record.final_test_cpu_s = val.cpu_s + test.cpu_s if val.cpu_s is not None and test.cpu_s is not None else None
     if not test.success:
         record.test_error = f"test run failed: {test.error[-500:]}"
         return

@@ -45,6 +45,9 @@ class SplitOutcome:
     constraints: list[ConstraintOutcome] = field(default_factory=list)
     error: str = ""
     duration_s: float = 0.0
+    # the CPU time of its experiment and evaluation (executor.CommandResult.cpu_s); None where one of them
+    # was not counted
+    cpu_s: float | None = None
     # what the sandbox refused the experiment, as its own output reported it (EROFS, EPERM, ...)
     blocked: list[str] = field(default_factory=list)
     # a failed experiment's error as the port's executor reports it to agents: its standard error
@@ -263,7 +266,8 @@ class Workspace:
         if not run.ok:
             refuse_if_tampered()
             return SplitOutcome(split, False, error=run.describe_failure(f"{split} run", spec.timeout_s),
-                                duration_s=run.duration_s, blocked=blocked, stderr=_reported_stderr(run, spec.timeout_s))
+                                duration_s=run.duration_s, cpu_s=run.cpu_s, blocked=blocked,
+                                stderr=_reported_stderr(run, spec.timeout_s))
         # the evaluator reads a copy of {out} made of regular files only, never {out} itself
         evidence = self.root / "evidence" / split
         refused = artifacts.collect(out, evidence)
@@ -274,18 +278,20 @@ class Workspace:
                                meanwhile=verify)
         refuse_if_tampered()
         duration = run.duration_s + judged.duration_s
+        cpu = run.cpu_s + judged.cpu_s if run.cpu_s is not None and judged.cpu_s is not None else None
         if not judged.ok:
             error = judged.describe_failure("evaluation", spec.timeout_s)
             if refused:
                 error = "artefacts refused to the evaluator: " + "; ".join(refused) + "\n" + error
-            return SplitOutcome(split, False, error=error, duration_s=duration, blocked=blocked)
+            return SplitOutcome(split, False, error=error, duration_s=duration, cpu_s=cpu, blocked=blocked)
         try:
             verdict = EvalResult.model_validate_json(verdict_path.read_text())
             metric = verdict.primary(spec.metric.key)
         except (OSError, ValidationError, KeyError, ValueError) as exc:
             raise HarnessError(f"{self.task.id}: evaluator wrote an unusable verdict: {exc}") from None
         metrics = {f"{name}/{key}": value for name, d in verdict.datasets.items() for key, value in d.means.items()}
-        outcome = SplitOutcome(split, True, metric, metrics, verdict.constraints, duration_s=duration, blocked=blocked)
+        outcome = SplitOutcome(split, True, metric, metrics, verdict.constraints, duration_s=duration, cpu_s=cpu,
+                               blocked=blocked)
         broken = verdict.violated()
         if broken and split == "val":
             # a constraint broken on val fails the step (the original's rule)

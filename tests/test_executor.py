@@ -238,3 +238,26 @@ def test_meanwhile_runs_while_the_command_runs_and_what_it_raises_ends_it(tmp_pa
                     meanwhile=fails)
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_commands_cpu_time_is_read_from_its_step_group(tmp_path):
+    """A command started afresh (no warm parent's report) has its CPU time from its step's control group,
+    its children's included: what compute beside the score counts."""
+    import pytest
+
+    from pytest_fmlbench import isolation
+
+    try:
+        group = isolation.step_limits(256, 64, False)
+    except isolation.limits.LimitsUnavailable as exc:
+        pytest.skip(str(exc))
+    if group.cpu_seconds() is None:
+        group.close()
+        pytest.skip("no control group here counts a step's CPU time (rlimits, or cgroup v1 without cpuacct)")
+    # a child of the command spends at least 0.3 s of CPU time by its own clock
+    code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time\\n"
+            "while time.process_time() < 0.3: pass'], check=True)")
+    result = run_command([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ), timeout_s=60,
+                         log_path=tmp_path / "log.txt", group=group)
+    assert result.ok, result.output_tail
+    assert result.cpu_s is not None and result.cpu_s >= 0.3

@@ -74,6 +74,13 @@ def test_baseline_run_records_properties_and_tables(pytester, toy, bench):
     assert record["status"] == "finished" and record["steps_used"] == 1 and record["final_val"] is not None
     csv_dir = pytester.path / "reports" / "fmlbench" / "reports" / "baseline__-"
     assert (csv_dir / "process_metrics.csv").is_file()
+    # compute beside the score: the machine, and the time and CPU time of its steps and final test
+    from pytest_fmlbench.reports.disclosure import _cpu_model
+
+    assert record["hardware"]["cpu_model"] == _cpu_model() and record["hardware"]["gpus"] == []
+    steps = [json.loads(line) for line in (Path(props["fmlbench_run_dir"]) / "steps.jsonl").read_text().splitlines()]
+    assert all(step["cpu_s"] > 0 for step in steps), steps
+    assert record["final_test_s"] > 0 and 0 < record["final_test_cpu_s"]
 
 
 def test_random_search_under_xdist_with_junit(pytester, toy, bench):

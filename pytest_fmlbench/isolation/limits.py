@@ -91,6 +91,11 @@ class StepGroup:
     def kill_all(self, sig: int = signal.SIGKILL) -> None:
         """Signal every process still in the group (it may have escaped the process group)."""
 
+    def cpu_seconds(self) -> float | None:
+        """The CPU time (user + system) every process that ran in the group used, as the kernel counted it;
+        None where the group does not count it (rlimits, cgroup v1). Read it before ``close``."""
+        return None
+
     def close(self, wait: bool = True) -> None:
         """Kill what is left and remove the group; with ``wait`` off, a thread removes it once what is
         left has ended (for a step whose own processes are known to be gone: only the harness's own
@@ -135,6 +140,9 @@ class Deferred(StepGroup):
         if self._group is not None:
             self._group.kill_all(sig)
 
+    def cpu_seconds(self) -> float | None:
+        return self._group.cpu_seconds() if self._group is not None else None
+
     def close(self, wait: bool = True) -> None:
         if self._group is not None:
             self._group.close(wait)
@@ -149,6 +157,8 @@ class _CgroupStep(StepGroup):
     procs: Path
     kill_file: Path | None = None
     backend: str = "cgroup"
+    # what counts the group's CPU time: v2's cpu.stat, v1's cpuacct.usage (where a cpuacct group was made)
+    cpu_usage: Path | None = None
     _pids: list[int] = field(default_factory=list)
 
     def enter(self) -> None:
@@ -189,6 +199,23 @@ class _CgroupStep(StepGroup):
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def cpu_seconds(self) -> float | None:
+        # bubblewrap's PID namespace passes on none of its processes' times to the harness's waits: the group
+        # counts them (v2's cpu.stat, with or without the cpu controller; v1's cpuacct hierarchy)
+        if self.cpu_usage is None:
+            return None
+        try:
+            text = self.cpu_usage.read_text()
+        except OSError:
+            return None
+        if self.cpu_usage.name == "cpuacct.usage":
+            return int(text) / 1e9 if text.strip().isdigit() else None
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "usage_usec" and value.strip().isdigit():
+                return int(value) / 1e6
+        return None
 
     def close(self, wait: bool = True) -> None:
         if not wait:
@@ -299,7 +326,8 @@ class _V2:
         (group / "pids.max").write_text(str(spec.max_processes))
         kill = group / "cgroup.kill"
         return _CgroupStep([group], (group / "memory.events", "oom_kill"), group / "pids.events",
-                           group / "cgroup.procs", kill if kill.exists() else None, backend="cgroup2")
+                           group / "cgroup.procs", kill if kill.exists() else None, backend="cgroup2",
+                           cpu_usage=group / "cpu.stat")
 
 
 class _V1:
@@ -320,8 +348,17 @@ class _V1:
             except OSError:
                 pass
         (pids / "pids.max").write_text(str(spec.max_processes))
-        return _CgroupStep([memory, pids], (memory / "memory.oom_control", "oom_kill"), pids / "pids.events",
-                           pids / "cgroup.procs", backend="cgroup1")
+        dirs = [memory, pids]
+        cpuacct = _v1_cpuacct_parent()
+        if cpuacct is not None:
+            try:
+                (cpuacct / name).mkdir()
+                dirs.append(cpuacct / name)
+            except OSError:  # CPU time is reported where it can be counted, never a reason to fail a step
+                cpuacct = None
+        return _CgroupStep(dirs, (memory / "memory.oom_control", "oom_kill"), pids / "pids.events",
+                           pids / "cgroup.procs", backend="cgroup1",
+                           cpu_usage=cpuacct / name / "cpuacct.usage" if cpuacct is not None else None)
 
 
 @dataclass
@@ -361,6 +398,16 @@ def _v2_parent() -> Path | None:
         except OSError:
             continue
     return None
+
+
+@lru_cache(maxsize=1)
+def _v1_cpuacct_parent() -> Path | None:
+    """This process's cgroup v1 cpuacct folder where it may make groups in it; None otherwise."""
+    own = _own_cgroups()
+    if "cpuacct" not in own:
+        return None
+    folder = CGROUP_ROOT / "cpuacct" / own["cpuacct"].lstrip("/")
+    return folder if _writable_dir(folder) and (folder / "cpuacct.usage").exists() else None
 
 
 def _v1_parents() -> tuple[Path, Path] | None:

@@ -7,11 +7,13 @@ import hashlib
 import os
 import platform
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from ..record import GpuHeld, RunHardware
 from .provenance import instruction_set
 
 
@@ -61,6 +63,16 @@ def hardware() -> Hardware:
     return Hardware(cpu_model=_cpu_model(), cpu_count=os.cpu_count(), memory_gb=_memory_gb(), gpu_models=gpus,
                     gpu_count=len(gpus), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
                     instruction_set=instruction_set())
+
+
+def run_hardware(held: list[str]) -> RunHardware:
+    """The machine one run runs on, and the GPUs it holds (``held``: indices or UUIDs, as its record's
+    ``devices``), with their names and memory from nvidia-smi."""
+    from ..isolation.gpu import inventory
+
+    gpus = [GpuHeld(name=gpu.name, memory_mib=gpu.memory_mib, uuid=gpu.uuid) for gpu in (inventory() if held else ())
+            if gpu.index in held or gpu.uuid in held]
+    return RunHardware(host=socket.gethostname(), cpu_model=_cpu_model(), cpu_count=os.cpu_count(), gpus=gpus)
 
 
 def code_sha256(paths: list[Path]) -> str | None:

@@ -126,10 +126,12 @@ class SolverTables(_Strict):
     # task[seedN] of the runs the infrastructure failed (a lost node, a cancelled job): counted above, left out
     # of every number of these tables and of AUP, since they are not the agent's
     infra_left_out: list[str] = []
-    # the GPUs its runs held times the time of their recorded steps (reports.compute), and its mean NI over
-    # tasks per GPU-hour of a run; null where no run held a GPU
+    # the GPUs its runs held times the time of their recorded steps and final tests (reports.compute), and its
+    # mean NI over tasks per GPU-hour of a run; null where no run held a GPU. Its runs' CPU time where the
+    # kernel counted it (each command's control group); null where it counted none
     gpu_hours: float | None = None
     ni_per_gpu_hour: float | None = None
+    cpu_hours: float | None = None
 
 
 class AupRow(_Strict):
