@@ -170,3 +170,13 @@ def test_a_gpu_task_on_a_machine_without_gpu_errors_in_one_line_before_any_step(
     assert record["status"] == "error" and record["error"].startswith(why)
     [run_dir] = (pytester.path / "reports/fmlbench/runs/toy_task").iterdir()
     assert not (run_dir / "steps.jsonl").exists() or not (run_dir / "steps.jsonl").read_text().strip()
+
+
+def test_a_runs_hardware_names_the_gpus_it_held_with_their_memory(machine):
+    """Compute beside the score: the run's record names the GPUs it held (by index or UUID), not the others."""
+    from pytest_fmlbench.reports.disclosure import run_hardware
+
+    held = run_hardware(["1"])
+    assert [(g.name, g.memory_mib, g.uuid) for g in held.gpus] == [("NVIDIA H100 80GB HBM3", 81559, UUIDS[1])]
+    assert [g.uuid for g in run_hardware([UUIDS[0]]).gpus] == [UUIDS[0]]
+    assert run_hardware([]).gpus == [] and held.cpu_count == os.cpu_count()
