@@ -118,6 +118,10 @@ class FailureLog:
                 continue
             try:
                 record = store.load() if store.exists() else None
+                # a finished run's result stays its own: an item refused before it ran the run again (its data
+                # changed, say) is not a lost run, and "infra" would leave that result out of every number
+                if record is not None and cause == "infra" and record.status == "finished":
+                    continue
                 if record is not None and record.failure_cause != cause:
                     record.failure_cause = cause
                     store.save(record)

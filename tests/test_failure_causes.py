@@ -129,3 +129,15 @@ def test_the_cause_is_written_into_the_runs_record_and_read_from_failures_json_w
     FailureLog(out).note("0123456789ab", None)  # its rerun ended well
     assert RunStore(run_dir).load().failure_cause is None
     assert causes.counts(Scores.from_runs(load_runs([run_dir]), encoder=None)) == {}
+
+
+def test_an_item_refused_before_it_ran_a_finished_run_again_leaves_that_runs_result_counted(tmp_path) -> None:
+    """A finished run's item run again and refused before the run (its data changed: "rerun with --fresh") is
+    noted as failed, but the finished run's record keeps its own end: its result is not left out as a lost run's."""
+    out = tmp_path / "out"
+    run_dir = write_run(out / "runs", [(0.7, {"config.json": '{"lr": 1}'})], test_metric=0.8, run_id="0123456789ab")
+    run_dir = run_dir.rename(run_dir.with_name(f"{run_dir.name}__0123456789ab"))
+    FailureLog(out).note("0123456789ab", "infra", "the data differ from those its recorded steps were measured on")
+    assert RunStore(run_dir).load().failure_cause is None
+    scores = Scores.from_runs(load_runs([run_dir]), encoder=None)
+    assert causes.counts(scores) == {} and len(causes.agents_own(scores).runs) == 1
