@@ -7,12 +7,11 @@ puts first on the shell's PATH. Each asks the driver over a socket in the sandbo
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
 
-from .validate_cmd import NOT_RUN, SUCCEEDED, request
+from .validate_cmd import NOT_RUN, SUCCEEDED, relay
 
 SOCKET_ENV = "FMLBENCH_HUMAN_SOCKET"
 ACTIONS = {
@@ -41,18 +40,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ACTIONS or argv[1:2] in (["-h"], ["--help"]):
         print("\n".join(ACTIONS.values()), file=sys.stderr if not argv or argv[0] not in ACTIONS else sys.stdout)
         return SUCCEEDED if argv[1:2] in (["-h"], ["--help"]) else NOT_RUN
-    path = os.environ.get(SOCKET_ENV)
-    if not path:
-        print(f"fmlbench-{argv[0]}: {SOCKET_ENV} is not set: run the fmlbench-{argv[0]} command", file=sys.stderr)
-        return NOT_RUN
-    try:
-        reply = request(path, argv)
-    except (OSError, ValueError) as exc:
-        print(f"fmlbench-{argv[0]}: the benchmark did not answer ({exc})", file=sys.stderr)
-        return NOT_RUN
-    sys.stdout.write(reply["output"])
-    sys.stdout.flush()
-    return reply["exit"]
+    return relay(f"fmlbench-{argv[0]}", SOCKET_ENV, argv)
 
 
 if __name__ == "__main__":

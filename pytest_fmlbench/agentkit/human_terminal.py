@@ -176,18 +176,16 @@ class Terminal:
 
     def _settings(self) -> list[list[str]]:
         """tmux commands run once its server is up, each as its arguments (no configuration file to quote)."""
-        shell = f"exec /bin/bash --rcfile {shlex.quote(str(self.folder / 'bashrc'))} -i"
-        # never -o: with -o, pipe-pane closes a pipe that is open (a toggle), and the hook and the driver's check
-        # below may both find the new shell's pane without one
-        pipe = f"pipe-pane {shlex.quote(self._pipe_command())}"
+        bash = f"/bin/bash --rcfile {shlex.quote(str(self.folder / 'bashrc'))} -i"
+        # exiting the shell starts a new one in the same pane: the session ends only with fmlbench-submit or the
+        # budget. A loop, not tmux's respawn of a dead pane: the pane, its output pipe and the attached clients'
+        # view of it never go away (a respawned pane's output was seen lost, or not redrawn)
+        shell = f"exec /bin/sh -c {shlex.quote(f'while :; do {bash}; done')}"
         return [
             ["set", "-g", "default-command", shell],
             ["set", "-g", "history-limit", "20000"],
             # the person's terminal's variables (an SSH agent's socket, a display) stay outside the sandbox
             ["set", "-g", "update-environment", ""],
-            # exiting the shell starts a new one: the session ends only with fmlbench-submit or the budget
-            ["set", "-g", "remain-on-exit", "on"],
-            ["set-hook", "-g", "pane-died", f"respawn-pane ; {pipe}"],
             ["set", "-g", "status-interval", "5"],
             ["set", "-g", "status-right-length", "120"],
             ["set", "-g", "status-right", "fmlbench"],

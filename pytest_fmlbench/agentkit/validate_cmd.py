@@ -47,15 +47,19 @@ def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE)
         return SUCCEEDED
-    path = os.environ.get(SOCKET_ENV)
+    return relay("fmlbench-validate", SOCKET_ENV, argv, unanswered="; nothing was run")
+
+
+def relay(command: str, socket_env: str, argv: list[str], unanswered: str = "") -> int:
+    """Ask the benchmark over the socket ``$socket_env`` names; print its answer, return its exit status."""
+    path = os.environ.get(socket_env)
     if not path:
-        print(f"fmlbench-validate: {SOCKET_ENV} is not set: run the fmlbench-validate command, not this module",
-              file=sys.stderr)
+        print(f"{command}: {socket_env} is not set: run the {command} command, not this module", file=sys.stderr)
         return NOT_RUN
     try:
         reply = request(path, argv)
     except (OSError, ValueError) as exc:
-        print(f"fmlbench-validate: the benchmark did not answer ({exc}); nothing was run", file=sys.stderr)
+        print(f"{command}: the benchmark did not answer ({exc}){unanswered}", file=sys.stderr)
         return NOT_RUN
     sys.stdout.write(reply["output"])
     sys.stdout.flush()
