@@ -1,3 +1,4 @@
+import os
 import resource
 import shutil
 import textwrap
@@ -65,9 +66,18 @@ def shared_embedding_cache(tmp_path_factory):
     user's ~/.cache keeps one for all their sessions. Each child pytest has its own HOME, so each would
     otherwise load the encoder (torch and transformers, ~5-10 s on 2 busy cores) at its session's end to embed
     code another test's run embedded already. The cache is keyed by the code's hash and the model's files:
-    it changes no value. Tests of the cache itself set their own."""
+    it changes no value. Tests of the cache itself set their own.
+
+    One cache for the whole session, every xdist worker's runs included: a vector is written whole and then
+    renamed into place, so workers share it safely, and code one worker's run embedded is not embedded again
+    by another's (a load of the encoder costs ~7 s of processor time)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # a worker's basetemp is <the session's>/popen-gwN
+    cache = root / "fmlbench-embedding-cache"
+    cache.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FMLBENCH_CACHE", str(tmp_path_factory.mktemp("fmlbench-cache")))
+        patch.setenv("FMLBENCH_CACHE", str(cache))
         yield
 
 
