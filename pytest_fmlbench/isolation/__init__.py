@@ -131,16 +131,18 @@ def _base_args(hidden: list[Path]) -> list[str]:
 # Variables an experiment may inherit; everything else (keys, tokens, database URLs, whatever a user
 # keeps in the environment under any name) stays outside. Allowlist, not denylist: a secret's name
 # cannot be guessed.
+# which instruction set the numeric libraries' kernels use: their rounding differs from one to the next, so a
+# user who pins them (to compare numbers across machines) must pin them in the experiments too, and a session
+# records them beside the CPU's own extensions (reports.provenance.instruction_set)
+KERNEL_PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+               "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE")
 _ENV_ALLOW = {
     "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
     "PYTHONWARNINGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUBLAS_WORKSPACE_CONFIG",
     "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-    # which instruction set the numeric libraries' kernels use: their rounding differs from one to the next,
-    # so a user who pins them (to compare numbers across machines) must pin them in the experiments too
-    "ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
-    "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE",
+    *KERNEL_PINS,
 }
 _ENV_ALLOW_PREFIXES = ("LC_", "FMLBENCH_EXPERIMENT_")
 

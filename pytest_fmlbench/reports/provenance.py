@@ -8,6 +8,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from ..isolation import KERNEL_PINS
+
 # the libraries whose versions can change a number in the tables
 KEY_LIBRARIES = ("pytest-fmlbench", "pytest", "pytest-xdist", "torch", "torchvision", "numpy", "pandas", "scipy",
                  "scikit-learn", "transformers", "pydantic", "openai", "anthropic", "genai-prices", "plotly")
@@ -56,8 +58,6 @@ def common_folder(paths: list[Path]) -> Path | None:
 # the CPU features whose kernels round differently (vector and matrix extensions, fused multiply-add), and the
 # variables that pin the numeric libraries to a narrower set than the CPU has (experiments inherit them)
 _KERNEL_FEATURES = ("sse", "ssse3", "avx", "fma", "f16c", "amx", "asimd", "sve", "neon", "fphp")
-KERNEL_PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
-               "DNNL_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE")
 
 
 def instruction_set(cpuinfo: str | None = None, env: dict[str, str] | None = None) -> list[str]:
