@@ -250,8 +250,7 @@ class Terminal:
     # -- what the driver reads -------------------------------------------------------------------------
     def last_key_press(self) -> float | None:
         """When a client last pressed a key in the session (seconds since the epoch), or None. Also pipes the
-        pane's output again where its pipe is gone (a shell that exited is replaced: its pane's pipe may go
-        with it, whatever the hook that respawned it did)."""
+        pane's output again where its pipe is gone: its ``cat`` runs as the person does, who may end it."""
         text = self.tmux("display-message", "-p", "-t", SESSION, "#{session_activity} #{pane_pipe}", check=False).split()
         if text[1:] == ["0"]:
             self.tmux("pipe-pane", "-t", SESSION, self._pipe_command(), check=False)
