@@ -207,6 +207,7 @@ def execute(task: Task, seed: int, settings: RunSettings) -> RunOutcome:
 
 def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, store: RunStore) -> RunOutcome:
     prior_steps = []
+    resumed = False  # a record of this run was there already: its steps and its LLM calls are replayed
     prior_baseline_run = None
     prior_wall = 0.0
     cache = settings.data_cache(task)
@@ -223,6 +224,7 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
             if previous.status in FINAL_STATUSES and not budget_raised:
                 return RunOutcome(previous, store, reused=True)
             prior_steps = store.load_steps()
+            resumed = True
         except RecordUnreadable as exc:
             raise RunError(f"{task.id} seed {seed}: {exc}; rerun with --fresh to start it again") from None
         # a line torn by a kill is gone from the file too: the steps run from here follow the readable ones
@@ -240,7 +242,9 @@ def _execute_locked(task: Task, seed: int, settings: RunSettings, run_id: str, s
         direction=spec.metric.direction, metric_transform=spec.metric.transform, baseline_val=spec.baseline.val, baseline_test=spec.baseline.test,
         norm_best=spec.normalization.best, norm_worst=spec.normalization.worst,
         devices=list(devices.assigned_gpus(max(1, spec.resources.gpus))),
-        resumed_from_step=len(prior_steps) if prior_steps else None, budget=settings.budget,
+        # 0 for a run stopped or killed before its first step was recorded: it is resumed all the same (the
+        # calls it made are answered from its ledger, not paid again), only from no step
+        resumed_from_step=len(prior_steps) if resumed else None, budget=settings.budget,
         sandbox=settings.sandbox_label, agent_process=settings.agent_process_label,
         scale=settings.scale if spec.profile == "full" else None, data=data, human=is_human(settings.agent_name),
     )

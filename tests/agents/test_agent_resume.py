@@ -95,3 +95,19 @@ def test_a_run_killed_midway_resumes_with_the_same_decisions(fake_llm, api_keys,
     # nothing recorded was asked again: the call never made and the calls after it are the only new ones
     assert len(fake_llm.completions) - before == calls - (cut_at["n"] - 1)
     assert resumed.record.usage.calls == calls
+
+
+
+def test_a_run_stopped_before_its_first_call_is_resumed_from_step_0(fake_llm, api_keys, tmp_path,  # noqa: F811
+                                                                     monkeypatch):
+    """A run stopped before anything was recorded (a session cap reached by another worker's calls before its
+    first one) left a record: the next session resumes it, from step 0, rather than calling it a new run."""
+    fake_llm.responder = ToyCoder(drafts=("ok",))
+    killed = []
+    kill_at_call(monkeypatch, lambda seen: not killed and not killed.append(seen))  # the first call only
+    with pytest.raises(RunError):
+        run(fake_llm, tmp_path, "aide", {"num_drafts": 1})
+    (record,) = tmp_path.glob("runs/toy_task/*/record.json")
+    assert not record.with_name("steps.jsonl").exists() or not record.with_name("steps.jsonl").read_text()
+    resumed = run(fake_llm, tmp_path, "aide", {"num_drafts": 1})
+    assert resumed.record.status == "finished" and resumed.record.resumed_from_step == 0
