@@ -78,7 +78,22 @@ def shared_embedding_cache(tmp_path_factory):
     cache.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FMLBENCH_CACHE", str(cache))
+        if ENCODER_ENV not in os.environ:  # a run of the suite that chose an encoder keeps it
+            patch.setenv(ENCODER_ENV, STAND_IN_ENCODER)
         yield
+
+
+# the encoder of every session a test starts, unless the test asks for a real one (tests/stand_in_encoder.py)
+ENCODER_ENV = "FMLBENCH_ENCODER"
+STAND_IN_ENCODER = f"{Path(__file__).parent / 'stand_in_encoder.py'}:HashedTokens"
+
+
+@pytest.fixture
+def real_encoder(monkeypatch):
+    """The encoder a user's session picks (GraphCodeBERT where its weights are here, else all-MiniLM-L6-v2), for
+    a test about the encoder or its numbers: ~6 s of processor time more per session that embeds new code."""
+    if os.environ.get(ENCODER_ENV) == STAND_IN_ENCODER:
+        monkeypatch.delenv(ENCODER_ENV)
 
 
 @pytest.fixture

@@ -66,7 +66,7 @@ def _records(project: Path) -> dict[int, dict]:
 
 
 def test_a_hostile_agents_data_reaches_every_sink_as_text_and_the_session_reports_every_item(
-        pytester, toy, bench, write_agent):
+        pytester, toy, bench, write_agent, real_encoder):  # the hostile code goes through the real tokenizer too
     spec = write_agent(AGENT.format(markup=MARKUP, formula=FORMULA, script=SCRIPT), cls="Hostile")
     result = bench(f"--agent={spec}", "--steps=2", "--seeds=3", "-n", "2", "--junitxml=out.xml",
                    "--fmlbench-html=report.html", "toy_task")

@@ -61,7 +61,7 @@ def test_without_agent_items_are_skipped_with_a_reason(pytester, toy, bench):
     result.assert_outcomes(skipped=1)
 
 
-def test_baseline_run_records_properties_and_tables(pytester, toy, bench):
+def test_baseline_run_records_properties_and_tables(pytester, toy, bench, real_encoder):
     result = bench("--agent=baseline", "--junitxml=out.xml", "toy_task")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*Raw Performance*baseline*", "*Normalized Improvement*", "*Process-Level metrics*"])
@@ -73,7 +73,12 @@ def test_baseline_run_records_properties_and_tables(pytester, toy, bench):
     record = load_record(pytester.path)
     assert record["status"] == "finished" and record["steps_used"] == 1 and record["final_val"] is not None
     csv_dir = pytester.path / "reports" / "fmlbench" / "reports" / "baseline__-"
-    assert (csv_dir / "process_metrics.csv").is_file()
+    # the exploration metrics of a user's session, with the encoder it picks (GraphCodeBERT where its weights are)
+    import pandas as pd
+
+    process = pd.read_csv(csv_dir / "process_metrics.csv", index_col="task")
+    assert process.loc["toy_task", "encoder"] in ("all-minilm-l6-v2", "graphcodebert-base")
+    assert process.loc["toy_task", "Exploration Spread"] == 0 and process.loc["toy_task", "Exploration Uniqueness"] == 1
     # compute beside the score: the machine, and the time and CPU time of its steps and final test
     from pytest_fmlbench.reports.disclosure import _cpu_model
 

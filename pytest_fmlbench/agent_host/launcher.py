@@ -124,8 +124,11 @@ class AgentProcess:
             raise isolation.SandboxUnavailable(
                 f"the agent's code folder {exposed[0]} holds the task or the run records, which its sandbox must "
                 "hide; keep the agent's code in a file or package of its own")
-        # the encoder's weights, wherever the user keeps them, read-only
+        # the encoder's weights, wherever the user keeps them, read-only (or the file of one's own encoder)
         shown = list(code) + [Path(v) for v in extra.values() if os.path.isdir(v)]
+        plugged = extra.get("FMLBENCH_ENCODER", "").rpartition(":")[0]
+        if plugged.endswith(".py") and os.path.isfile(plugged):
+            shown.append(Path(plugged))
         models = _encoder_caches()
         if models:
             shown += models

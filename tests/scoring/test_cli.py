@@ -106,7 +106,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     write_run(tmp_path / "r", [(0.6, {})])
     assert main(["score", str(tmp_path / "r"), "--encoder", "bogus"]) == 2
-    assert "expected graphcodebert, minilm, none, auto or a local model folder" in capsys.readouterr().err
+    assert "expected graphcodebert, minilm, none, auto, a local model folder or module:factory" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "r"), "--graphcodebert", str(tmp_path / "nothing-here")]) == 2
     assert "GraphCodeBERT weights not found locally" in capsys.readouterr().err
 

@@ -134,6 +134,37 @@ def test_default_encoder_falls_back_to_the_packaged_minilm(no_graphcodebert, tmp
     assert chosen.name == "graphcodebert-base" and chosen.model_dir == local and chosen.dim == 768
 
 
+
+def test_an_encoder_of_ones_own_is_plugged_by_module_or_file_and_a_wrong_one_is_one_line(no_graphcodebert, tmp_path,
+                                                                                         monkeypatch):
+    (tmp_path / "my_encoders.py").write_text(
+        "import numpy as np\n"
+        "class Lengths:\n"
+        "    name = 'lengths'\n"
+        "    def embed(self, texts):\n"
+        "        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)\n"
+        "def no_embed():\n"
+        "    return object()\n"
+        "def broken():\n"
+        "    raise RuntimeError('the service is down')\n")
+    by_file = default_encoder(f"{tmp_path / 'my_encoders.py'}:Lengths")
+    assert by_file.name == "lengths"
+    vectors, base = embed_run(by_file, [{"a.py": "xx"}], {"a.py": "aaa"})
+    assert vectors.tolist() == [[2, 1]] and base.tolist() == [3, 1]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ex.ENCODER_ENV, "my_encoders:Lengths")  # the variable, by module
+    assert default_encoder().name == "lengths"
+    for spec, line in [("my_encoders:no_embed", "no_embed() must give an object with a name (str) and embed(texts)"),
+                       ("my_encoders:broken", "RuntimeError: the service is down"),
+                       ("my_encoders:nothing", "AttributeError: module 'my_encoders' has no attribute 'nothing'"),
+                       (f"{tmp_path / 'gone.py'}:Lengths", "FileNotFoundError: no file"),
+                       ("no_such_module_here:Lengths", "ModuleNotFoundError: No module named 'no_such_module_here'")]:
+        with pytest.raises(EncoderUnavailable) as caught:
+            default_encoder(spec)
+        assert str(caught.value).startswith(f"encoder {spec!r}: ") and line in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
 FIND_GRAPHCODEBERT = """
 import sys
 from pytest_fmlbench.scoring.exploration import graphcodebert_dir
