@@ -1,5 +1,6 @@
 """scripts/suite_time.py: the suite's time per folder and its slowest tests, from the JUnit XML `make test` writes."""
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -104,3 +105,29 @@ def test_suite_time_says_how_busy_each_row_is_and_which_tests_waited():
     waited = out.split("waited longest (test time less processor time)")[1].strip().splitlines()
     assert [line.split()[0] for line in waited] == ["36.0", "1.0"]
     assert waited[0].split()[2] == "tests/test_slurm.py::test_queue"
+
+
+def test_process_cpu_charges_a_commands_processor_time_to_its_kind_of_process(tmp_path):
+    """scripts/process_cpu.py: the command's own processes are found with what they spent, and named by kind."""
+    out = tmp_path / "cpu.json"
+    spin = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    (tmp_path / "train.py").write_text(spin)
+    script = REPO / "scripts" / "process_cpu.py"
+    done = subprocess.run([sys.executable, str(script), "run", str(out), "--", sys.executable, "train.py"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    processes = json.loads(out.read_text())["processes"].values()
+    (spent,) = [last - first for command, first, last in processes if command.endswith("train.py")]
+    assert 0.4 <= spent <= 1.5  # sampled ten times a second: the last tenth of a second may be missed
+    shown = subprocess.run([sys.executable, str(script), "show", str(out)], capture_output=True, text=True).stdout
+    assert re.search(r"^ +\d+\.\d s +\d+\.\d min +\d+ processes  experiment$", shown, re.M), shown
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from process_cpu import kind_of
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    assert kind_of("/v/bin/python -s -B -m pytest_fmlbench.agent_host.child run 20") == "agent host"
+    assert kind_of("/v/bin/python -mpytest --basetemp=/tmp/x -p no:cacheprovider") == "child pytest"
+    assert kind_of("/v/bin/python /r/pytest_fmlbench/isolation/warm/parent/main.py 16") == "warm parent"
