@@ -57,3 +57,12 @@ def test_no_floor_and_no_verdict_without_both_noises(table):
     row = table.signal_row(task, {"kernel": {"default": base}, "better": base + 0.1})
     assert row["noise_floor"] is None and row["ratio"] is None and row["ok"] is None
     assert row["headroom"] == pytest.approx(0.1)
+
+
+def test_a_run_that_broke_a_constraint_on_test_counts_as_the_baseline_not_as_its_own_value(table):
+    """As the tables score it: random search's best-on-validation code may break the fairness floor on test."""
+    records = [{"task": "fairness_fairlearn", "seed": 1, "test_metric": 0.05, "baseline_test": 0.2,
+                "constraint_violated": True},
+               {"task": "fairness_fairlearn", "seed": 0, "test_metric": 0.1, "baseline_test": 0.2,
+                "constraint_violated": False}]
+    assert table.scores_by_task(records) == {"fairness_fairlearn": [0.1, 0.2]}
