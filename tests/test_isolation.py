@@ -281,3 +281,28 @@ def test_variables_pinning_the_numeric_kernels_reach_experiments_and_keys_do_not
     env = isolation.sandbox_env({**pins, "OPENAI_API_KEY": SECRET_KEY, "MKL_LICENSE_TOKEN": SECRET_KEY})
     assert {name: env.get(name) for name in pins} == pins
     assert SECRET_KEY not in env.values()
+
+
+def test_the_sandbox_probe_names_a_package_it_cannot_find_and_a_folder_it_cannot_see(tmp_path):
+    """The probe each run starts before its first step, run here without a sandbox: it passes where the package,
+    workspace and out folder are there, and says which one is missing otherwise."""
+    import subprocess
+
+    from pytest_fmlbench.isolation import selfcheck
+
+    workspace, out = tmp_path / "workspace", tmp_path / "out"
+    workspace.mkdir()
+    out.mkdir()
+
+    def probe(*flags: str, folder: Path = workspace) -> str | None:
+        python, *rest = selfcheck.probe_argv(folder, out)
+        done = subprocess.run([python, *flags, *rest], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        return selfcheck.problem(done.returncode, done.stdout + done.stderr, folder, out)
+
+    assert probe() is None
+    # -I -S: no site-packages, so no installed package, as in a sandbox that does not show the environment
+    assert "the experiment cannot import pytest_fmlbench from" in probe("-I", "-S")
+    assert "install the package into the interpreter's environment" in probe("-I", "-S")
+    assert "the sandbox shows the experiment's workspace folder" in probe(folder=tmp_path / "gone")
+    assert "as not visible" in probe(folder=tmp_path / "gone")
+    assert "cannot start the experiment's interpreter" in selfcheck.problem(127, "bwrap: execvp: nope", workspace, out)
