@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .evalkit import read_untrusted
+from .untrusted import read_untrusted
 from .safe_text import code_points
 
 # The original rewrites a file whole while it holds at most this many newlines (code_editor.py 218:

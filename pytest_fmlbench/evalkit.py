@@ -11,14 +11,16 @@ import argparse
 import io
 import json
 import math
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# numpy is imported where it is used: the run records and the editor (every agent host) import this module
+# for its models alone, and numpy would cost each of them a tenth of a second
+
+from .untrusted import MAX_UNTRUSTED_BYTES, read_untrusted  # noqa: F401  (harnesses import them from here)
 
 
 class DatasetResult(BaseModel):
@@ -47,6 +49,8 @@ class EvalResult(BaseModel):
         values = [d.means[key] for d in self.datasets.values() if key in d.means]
         if not values:
             raise KeyError(f"no dataset reports metric {key!r}")
+        import numpy as np  # the original's mean, to the last bit
+
         value = float(np.mean(values))
         if not math.isfinite(value):
             raise ValueError(f"metric {key!r} is not finite: {value}")
@@ -82,34 +86,6 @@ def harness_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-MAX_UNTRUSTED_BYTES = 256 << 20
-
-
-def read_untrusted(path: Path, max_bytes: int = MAX_UNTRUSTED_BYTES) -> bytes:
-    """The bytes of a file the experiment could have written: a regular file, read within a size limit.
-
-    Links are not followed (a planted link must not make the evaluator read, and echo in an error,
-    a file the experiment itself could not see) and a FIFO cannot hang the reader.
-    """
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise OSError(f"{path.name}: refused ({'a symbolic link' if path.is_symlink() else exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path.name}: refused (not a regular file)")
-        if info.st_size > max_bytes:
-            raise OSError(f"{path.name}: refused ({info.st_size} bytes, more than {max_bytes})")
-        data = fh.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise OSError(f"{path.name}: refused (more than {max_bytes} bytes)")
-    return data
-
-
 def read_json(path: Path, max_bytes: int = 16 << 20) -> Any:
     return json.loads(read_untrusted(path, max_bytes))
 
@@ -123,6 +99,9 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def _jsonable(obj: Any) -> Any:
+    np = sys.modules.get("numpy")  # a numpy value exists only where numpy is loaded already
+    if np is None:
+        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):
@@ -144,6 +123,8 @@ def load_split_config(workspace: Path, schema: type[SplitConfig] = SplitConfig) 
 
 def split_indices(n: int, config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
     """Deterministic train/val index split of ``n`` visible examples."""
+    import numpy as np
+
     order = np.random.default_rng(config.val_seed).permutation(n)
     n_val = max(1, int(round(n * config.val_ratio)))
     return np.sort(order[n_val:]), np.sort(order[:n_val])
@@ -152,6 +133,8 @@ def split_indices(n: int, config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
 def original_split_indices(n: int, config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
     """The original FML-bench's train/val cut of ``n`` visible examples (full-profile image tasks):
     ``RandomState(val_seed).permutation(n)``, its first ``int(n * val_ratio)`` are val (positions, unsorted)."""
+    import numpy as np
+
     order = np.random.RandomState(config.val_seed).permutation(n)
     n_val = int(config.val_ratio * n)
     return order[n_val:], order[:n_val]
@@ -161,6 +144,7 @@ def original_stratified_split_indices(labels: np.ndarray, config: SplitConfig) -
     """The original FML-bench's train/val cut of a visible pool for tabular tasks (Fairness_fairlearn):
     scikit-learn's ``train_test_split(test_size=val_ratio, random_state=val_seed, stratify=labels)`` over the
     pool's positions, in the order it returns them."""
+    import numpy as np
     from sklearn.model_selection import train_test_split  # only the tabular tasks' drivers need scikit-learn
 
     train, val = train_test_split(np.arange(len(labels)), test_size=config.val_ratio, random_state=config.val_seed,
@@ -196,6 +180,8 @@ def fail(message: str) -> NoReturn:
 
 def load_labels(path: Path, n_expected: int, n_classes: int) -> np.ndarray:
     """The experiment's predicted class labels: a .npy vector of ``n_expected`` integers in [0, n_classes)."""
+    import numpy as np
+
     path = Path(path)
     if not path.is_file():
         fail(f"no predictions: {path} is missing")
