@@ -102,12 +102,12 @@ def pytest_options() -> str:
 
 def cli_parser() -> argparse.ArgumentParser:
     """The ``fmlbench`` parser, built as ``pytest_fmlbench.cli.main`` builds it."""
-    from pytest_fmlbench.cli.commands import COMMANDS, DESCRIPTION, EPILOG
+    from pytest_fmlbench.cli.commands import DESCRIPTION, EPILOG, all_commands
 
     parser = argparse.ArgumentParser(prog="fmlbench", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text, add_arguments, _run in COMMANDS:
+    for name, help_text, add_arguments, _run in all_commands():
         add_arguments(sub.add_parser(name, help=help_text, description=help_text))
     return parser
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 ROOTS = {"pytest_fmlbench": REPO / "pytest_fmlbench", "pytest_fmlbench_agents": REPO / "agents"}
 
@@ -192,3 +194,22 @@ def test_the_check_finds_a_circle(tmp_path):
     assert found == {frozenset({"pkg.a", "pkg.b"}), frozenset({"pkg.sub", "pkg.sub.c"})}
     assert {frozenset(loop) for loop in circles(import_graph({"pkg": package}, import_time_only=False))} == {
         frozenset({"pkg.a", "pkg.b"}), frozenset({"pkg.sub", "pkg.sub.c"}), frozenset({"pkg.d", "pkg.e"})}
+
+
+@pytest.mark.parametrize("entry, absent", [
+    # each agent step's host (hundreds per session) and the records and editor it reads
+    ("import pytest_fmlbench.agent_host.child", ("numpy", "pandas")),
+    # `fmlbench data fixtures` runs once per task's fixtures: only its own command's module
+    ("from pytest_fmlbench.cli.commands import command; command('data')", ("numpy", "pandas", "pytest_fmlbench.options")),
+    # harness scripts that only read and write files
+    ("from pytest_fmlbench.evalkit import read_json, write_json, EvalResult", ("numpy",)),
+], ids=["agent-host", "fmlbench-data", "evalkit"])
+def test_processes_started_many_times_per_session_load_no_heavy_library(entry, absent):
+    """Start-up is paid per process: these stay free of the libraries the tables and the options need."""
+    import subprocess
+    import sys
+
+    probe = f"import sys; {entry}; print(sorted(m for m in {absent!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -8,6 +8,15 @@ sessions (folders of runs or saved sessions), task by task; ``fmlbench agents``,
 ``commands`` builds the parser from each module's ``COMMAND``.
 """
 
-from .commands import COMMANDS, main
+from .commands import COMMAND_NAMES, main
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "COMMAND_NAMES", "main"]
+
+
+def __getattr__(name: str):
+    # every command's module, imported only when asked for (``main`` imports just the one it runs)
+    if name == "COMMANDS":
+        from .commands import all_commands
+
+        return all_commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

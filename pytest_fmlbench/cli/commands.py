@@ -1,27 +1,26 @@
-"""The ``fmlbench`` parser: one subcommand per ``(name, help, add_arguments, run)`` entry in ``COMMANDS``, each
-from its own module in this package; a new command is a new module and one line here."""
+"""The ``fmlbench`` parser: one subcommand per ``(name, help, add_arguments, run)`` ``COMMAND``, each in its own
+module of this package, named as the command; a new command is a new module and one name here."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from importlib import import_module
 
-from . import agents, attach, baseline, bundle, compare, data, doctor, judge, report, score, verify
+Command = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+
+# in the order ``fmlbench --help`` lists them
+COMMAND_NAMES = ("score", "report", "agents", "compare", "data", "judge", "doctor", "baseline", "bundle", "verify",
+                 "attach")
 
 
-COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
-    score.COMMAND,
-    report.COMMAND,
-    agents.COMMAND,
-    compare.COMMAND,
-    data.COMMAND,
-    judge.COMMAND,
-    doctor.COMMAND,
-    baseline.COMMAND,
-    bundle.COMMAND,
-    verify.COMMAND,
-    attach.COMMAND,
-]
+def command(name: str) -> Command:
+    return import_module(f".{name}", __package__).COMMAND
+
+
+def all_commands() -> list[Command]:
+    return [command(name) for name in COMMAND_NAMES]
 
 
 # --help is read in a terminal: plain words, no reStructuredText markup (the module docstring is for Sphinx)
@@ -43,12 +42,16 @@ EPILOG = """examples:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # only the command asked for is imported: some load pandas and the plugin's options, which would cost every
+    # `fmlbench data` (run for each task's fixtures) twice its own start-up; --help and a mistake get them all
+    chosen = [command(argv[0])] if argv and argv[0] in COMMAND_NAMES else all_commands()
     parser = argparse.ArgumentParser(prog="fmlbench", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text, add_arguments, run in COMMANDS:
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        add_arguments(command)
-        command.set_defaults(run=run)
+    for name, help_text, add_arguments, run in chosen:
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(command_parser)
+        command_parser.set_defaults(run=run)
     args = parser.parse_args(argv)
     return args.run(args)
