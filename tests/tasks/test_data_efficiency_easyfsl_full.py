@@ -18,7 +18,7 @@ from full_support import (Attack, FullTask, assert_edits_the_originals_checkout,
                           assert_matches_original, assert_other_data_are_not_resumed,
                           assert_the_shared_attack_reached_nothing, assert_the_smoke_run_passed,
                           assert_workspace_holds_the_checkout, attack_payload, copy_task, data_root, fmlbench,
-                          needs_bwrap, shared_smoke_attack_run, smoke_project)
+                          needs_bwrap, shared_smoke_attack_run)
 from pytest_fmlbench.datacache.pins import PINS_ENV
 from pytest_fmlbench.taskkit import mini_imagenet
 
@@ -144,11 +144,14 @@ def test_fetch_fails_closed_on_easyfsls_commit(pytester, tmp_path, data_root):
     assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, only=("easy-few-shot-learning",))
 
 
-def _served_from_fixtures(pytester, tmp_path):
+def _served_from_fixtures(pytester, tmp_path, shared_run):
     """The task's project with its unpublished artefacts served from file:// copies of the smoke fixtures, and
-    easyfsl from the fixture repository at its own commit; returns the fetch command and the served files."""
-    full = smoke_project(pytester, TASK.small_id, tmp_path / "fixtures")
-    fixtures = tmp_path / "fixtures" / "smoke"
+    easyfsl from the fixture repository at its own commit; returns the fetch command and the served files. The
+    fixtures are those ``fmlbench data fixtures`` wrote for the module's smoke run (its data cache holds them as
+    written; every fetch here reads them, none writes there), not a second set written alike."""
+    copy_task(pytester, TASK.small_id)
+    full = pytester.path / "task_suites" / TASK.small_id / "full"
+    fixtures = shared_run.data_root / "smoke"
     spec = yaml.safe_load((full / "task.yaml").read_text())
     served = {}
     for entry in spec["data"]:
@@ -166,9 +169,10 @@ def _served_from_fixtures(pytester, tmp_path):
 
 
 def test_fetch_refuses_the_unpublished_artefacts_until_pinned_then_holds_them_to_the_pin(pytester, tmp_path,
-                                                                                          data_root, monkeypatch):
+                                                                                          data_root, monkeypatch,
+                                                                                          shared_run):
     monkeypatch.delenv(PINS_ENV, raising=False)
-    args, served = _served_from_fixtures(pytester, tmp_path)
+    args, served = _served_from_fixtures(pytester, tmp_path, shared_run)
     done = fmlbench(*args)
     assert done.returncode == 1, done.stdout + done.stderr
     accept = f"fmlbench data fetch -k {TASK.id} --suite {pytester.path / 'task_suites'} --pin-unpublished"
@@ -199,8 +203,8 @@ def test_fetch_refuses_the_unpublished_artefacts_until_pinned_then_holds_them_to
 
 
 def test_a_shared_pin_file_makes_the_first_fetch_fail_closed_on_other_bytes(pytester, tmp_path, data_root,
-                                                                            monkeypatch):
-    args, served = _served_from_fixtures(pytester, tmp_path)
+                                                                            monkeypatch, shared_run):
+    args, served = _served_from_fixtures(pytester, tmp_path, shared_run)
     archive = served["mini-imagenet"]
     genuine = hashlib.sha256(archive.read_bytes()).hexdigest()
     pins = tmp_path / "lab-pins.txt"
@@ -233,9 +237,9 @@ def test_an_archive_lacking_a_listed_image_is_one_line(tmp_path):
                 dst.writestr(info, src.read(info))
     with pytest.raises(mini_imagenet.DataProblem) as problem:
         mini_imagenet.check_images(lacking, rows)
-    assert str(problem.value) == (f"lacking.zip lacks 1 of the {len(rows)} images (20 classes) that easyfsl's "
-                                  f"data/mini_imagenet/test.csv lists (first: {dropped}): it is not the archive the "
-                                  "original unzips into data/mini_imagenet/images")
+    assert str(problem.value) == (f"lacking.zip lacks 1 of the {len(rows)} images ({mini_imagenet.FIXTURE_CLASSES} "
+                                  f"classes) that easyfsl's data/mini_imagenet/test.csv lists (first: {dropped}): it "
+                                  "is not the archive the original unzips into data/mini_imagenet/images")
 
 
 def test_prepare_refuses_an_archive_in_another_layout_in_one_line(tmp_path):
@@ -251,5 +255,6 @@ def test_prepare_refuses_an_archive_in_another_layout_in_one_line(tmp_path):
                            "--workspace", str(tmp_path / "ws"), "--private", str(tmp_path / "private"),
                            "--data", str(data), "--scale", "smoke"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith("prepare.py: miniimagenet.zip lacks 100 of the 100 images"), done.stderr
+    images = mini_imagenet.FIXTURE_CLASSES * mini_imagenet.FIXTURE_IMAGES_PER_CLASS
+    assert done.stderr.startswith(f"prepare.py: miniimagenet.zip lacks {images} of the {images} images"), done.stderr
     assert not (data / "derived").exists()
