@@ -12,8 +12,8 @@ drawn with ``RandomState(233)`` plus the other 3,004 test images. For each of th
 
 The original poisons the train part of the pool after the split; here the pool is poisoned as a whole
 and split_config.json then cuts it (the split is the agent's to change, the poisoning is not), so the
-train part is poisoned at the original's rate. At --scale smoke (the fixture) 120 training images are
-drawn instead of 7,500.
+train part is poisoned at the original's rate. At --scale smoke (the fixture) 40 training images are
+drawn instead of 7,500: with the fixture's visible test images, each poisoned pool fits one batch.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from poisoned_mnist import poison, triggers
 
 ARCHIVE = ("mnist", "mnist.npz")
 HIDDEN_FRACTION, HIDDEN_SEED = 0.70, 42
-SELECTION = {"full": 7500, "smoke": 120}
+SELECTION = {"full": 7500, "smoke": 40}
 SELECTION_SEED = 233
 TEST_ORDER_SEED = 90_210  # shuffles each poisoned test set, so that position says nothing about poison
 
