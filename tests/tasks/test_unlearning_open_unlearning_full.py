@@ -147,12 +147,10 @@ def test_truth_ratios_forget_quality_and_utility_are_the_originals(stand_in):
 
 
 @pytest.fixture(scope="module")
-def smoke_cache(tmp_path_factory):
-    """The task's smoke fixtures, written once by ``fmlbench data fixtures``: the cache's smoke folder."""
-    cache = tmp_path_factory.mktemp("cache")
-    done = fmlbench("data", "fixtures", "-k", TASK.id, "--suite", str(TASK.folder.parent.parent), "--root", str(cache))
-    assert done.returncode == 0, done.stdout + done.stderr
-    return cache / "smoke"
+def smoke_cache(shared_run):
+    """The task's smoke fixtures as ``fmlbench data fixtures`` wrote them for the module's smoke run: its data
+    cache's smoke folder, which prepare.py only reads (not a second set written alike)."""
+    return shared_run.data_root / "smoke"
 
 
 def run_evaluate(tmp_path, cache, weights: bytes | None) -> subprocess.CompletedProcess:
