@@ -327,6 +327,11 @@ def assert_the_smoke_run_passed(task: FullTask, shared: SharedSmokeRun,
     lies in ``metric_range``. Returns the record and the run's folder, for the task's own checks."""
     assert_smoke_record(task, shared.record, shared.data_root, metric_range)
     assert_smoke_is_said(task, pytest.LineMatcher(shared.output))
+    # a library that writes a file as it loads (ART's config, matplotlib's cache) makes the warm parent refuse
+    # it, and then every step starts cold and imports everything again; such a task declares `warm:` without it
+    warm_log = shared.run / "logs" / "warm_start.log"
+    said = warm_log.read_text() if warm_log.exists() else ""
+    assert "warm start off for experiment commands" not in said, said
     return shared.record, shared.run
 
 
