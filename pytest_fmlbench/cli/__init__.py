@@ -10,13 +10,4 @@ sessions (folders of runs or saved sessions), task by task; ``fmlbench agents``,
 
 from .commands import COMMAND_NAMES, main
 
-__all__ = ["COMMANDS", "COMMAND_NAMES", "main"]
-
-
-def __getattr__(name: str):
-    # every command's module, imported only when asked for (``main`` imports just the one it runs)
-    if name == "COMMANDS":
-        from .commands import all_commands
-
-        return all_commands()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["COMMAND_NAMES", "main"]

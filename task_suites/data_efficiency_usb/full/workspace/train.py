@@ -9,7 +9,7 @@ training loop is the original's: each step a labelled batch (weak augmentation, 
 unlabelled batch whose weakly augmented view gives pseudo-labels (softmax at temperature T, kept above the
 confidence threshold) for its strongly augmented view; loss = supervised + lambda_u * unsupervised; SGD
 with Nesterov momentum and a cosine schedule over total_steps. algorithm.py supplies the network, the
-hyper-parameters and the strong augmentation. --scale smoke runs two steps on batches of 8, on one thread.
+hyper-parameters and the strong augmentation. --scale smoke runs two steps on batches of 8.
 """
 
 from __future__ import annotations
@@ -135,8 +135,6 @@ def main() -> None:
     torch.backends.cudnn.deterministic = True
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     workers = 0 if args.scale == "smoke" else 2
-    if args.scale == "smoke":
-        torch.set_num_threads(1)  # so few images gain nothing from a second thread, which spins on a busy CPU
     weak, strong, evaluate = transforms()
     args.out.mkdir(parents=True, exist_ok=True)
     model = algorithm.get_model(num_classes=NUM_CLASSES).to(device)

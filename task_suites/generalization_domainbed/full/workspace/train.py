@@ -101,8 +101,6 @@ def main() -> None:
     torch.backends.cudnn.benchmark = False
     device = "cuda" if torch.cuda.is_available() else "cpu"
     smoke = args.scale == "smoke"
-    if smoke:
-        torch.set_num_threads(1)  # so small a network gains nothing from a second thread, which spins on a busy CPU
     args.out.mkdir(parents=True, exist_ok=True)
 
     if args.split == "val":

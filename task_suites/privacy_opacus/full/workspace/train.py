@@ -150,8 +150,6 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     smoke = args.scale == "smoke"
     workers = 0 if smoke else 2
-    if smoke:
-        torch.set_num_threads(1)  # so few images gain nothing from a second thread, which spins on a busy CPU
     train_transform, eval_transform = transforms()
     args.out.mkdir(parents=True, exist_ok=True)
 

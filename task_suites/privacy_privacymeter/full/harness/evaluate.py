@@ -98,8 +98,6 @@ def main() -> None:
     for name in ("out", "private", "result", "data"):
         if getattr(args, name) is None:
             fail(f"--{name} is required")
-    if args.scale == "smoke":
-        torch.set_num_threads(1)  # so small a smoke gains nothing from a second thread, which spins on a busy CPU
     device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     targets = load_targets(args.out, device)
     images, labels, population, population_labels = read_cifar10(args.data)

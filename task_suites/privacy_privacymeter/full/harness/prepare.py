@@ -45,8 +45,6 @@ def main() -> None:
     if args.private is None or args.data is None:
         sys.exit("prepare.py: --private and --data are required")
     args.private.mkdir(parents=True, exist_ok=True)
-    if args.scale == "smoke":
-        torch.set_num_threads(1)  # so small a smoke gains nothing from a second thread, which spins on a busy CPU
     cifar10 = read_cifar10(args.data)
     images, labels = cifar10[:2]
     if args.split == "val":

@@ -140,8 +140,6 @@ def main() -> None:
     args = harness_args()
     if args.out is None:
         sys.exit("train.py: --out is required")
-    if args.scale == "smoke":
-        torch.set_num_threads(1)  # so small a smoke gains nothing from a second thread, which spins on a busy CPU
     if args.split == "val":
         device = "cuda:0" if torch.cuda.is_available() else "cpu"
         config = {**TRAIN_CONFIG, "device": device, **(SMOKE_TRAIN if args.scale == "smoke" else {})}

@@ -11,7 +11,7 @@ Writes OUT/predictions.npy (int64 labels); the evaluator scores them with labels
 schedule is the original's and is not the method's to change: 100 epochs of pre-training at batch size 512
 (lr 0.06 scaled by batch size / 512, a memory bank of 4,096), then 100 epochs of a linear classifier on the
 frozen 512 backbone features (SGD at lr 30, cosine schedule, random crop and flip), both with Lightning on one
-device. --scale smoke runs one epoch of two batches of 8 images of each stage, on one thread.
+device. --scale smoke runs one epoch of two batches of 8 images of each stage.
 """
 
 from __future__ import annotations
@@ -176,8 +176,6 @@ def main() -> None:
     pl.seed_everything(SEED, verbose=False)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     workers = 0 if smoke else min(WORKERS, os.cpu_count() or 1)
-    if smoke:
-        torch.set_num_threads(1)  # so few images gain nothing from a second thread, which spins on a busy CPU
     args.out.mkdir(parents=True, exist_ok=True)
     if args.split == "val":
         images, labels = np.load("data/visible_images.npy"), np.load("data/visible_labels.npy")

@@ -13,7 +13,7 @@ are the original's: pre-training minimises BarlowTwinsLoss(lambda_param, embeddi
 views' projections with SGD (momentum 0.9) and a per-epoch cosine schedule; the probe is a linear layer on
 the backbone's features of un-augmented images (model in eval mode), SGD (momentum 0.9) with a cosine
 schedule, seeded 100 for val and 200 for test. algorithm.py supplies the model, the hyper-parameters, the
-augmentation and the loss. --scale smoke pre-trains on two batches of 8 and probes on 16 images, on one thread.
+augmentation and the loss. --scale smoke pre-trains on two batches of 8 and probes on 16 images.
 """
 
 from __future__ import annotations
@@ -162,8 +162,6 @@ def main() -> None:
     torch.cuda.manual_seed_all(SEED)
     np.random.seed(SEED)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if smoke:
-        torch.set_num_threads(1)  # so few images gain nothing from a second thread, which spins on a busy CPU
     pretrain_workers, feature_workers = (0, 0) if smoke else (PRETRAIN_WORKERS, FEATURE_WORKERS)
     config = config_for(smoke)
     args.out.mkdir(parents=True, exist_ok=True)

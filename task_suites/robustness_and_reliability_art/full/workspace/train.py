@@ -92,8 +92,6 @@ def main() -> None:
         sys.exit("train.py: --out is required")
     args.out.mkdir(parents=True, exist_ok=True)
     CHECKPOINT.mkdir(exist_ok=True)
-    if args.scale == "smoke":
-        torch.set_num_threads(1)  # so small a network gains nothing from a second thread, which spins on a busy CPU
     info = []
     for i, name in enumerate(BACKDOORS):
         seed_everything()

@@ -127,8 +127,6 @@ def main() -> None:
     np.random.seed(SEED)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     workers = 0 if args.scale == "smoke" else 4
-    if args.scale == "smoke":
-        torch.set_num_threads(1)  # so few images gain nothing from a second thread, which spins on a busy CPU
     augment = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
     plain = T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])
     args.out.mkdir(parents=True, exist_ok=True)
