@@ -7,7 +7,6 @@ from .interrupts import SessionEndInterrupt, SessionStartInterrupt, early_presse
 
 early_presses.hold()
 
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,6 @@ from .collect import (BENCH_KEY, LIVE_KEY, RESUMED_PROPERTY, REUSED_PROPERTY, RU
                       collect_task_directory, leave_out_unchosen_full_tasks)
 from .options import BenchConfig, add_options
 from .root_guard import check_root
-from .mending import valid_unicode
-from .reports.contained import each_run_or_without, scored_runs
-from .reports.csv_files import write_csvs
-from .reports.runs import load_runs
-from .reports.tables import render
-from .reports import summary
-from .reports.disclosure import agent_code_sha256, hardware
-from .scoring.aggregate import Scores
-from .scoring.runs import describe, printable_line
-from .spec import TASK_FILE, TaskSpecError, load_task
 from .slurm import add_slurm_options, configure as configure_slurm
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -162,102 +151,12 @@ class ResultsCollector:
             self.moved_to_suite |= junit.move_to_suite(self.config, report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        """The session's tables, CSVs, JSON summary and HTML page. Each is made on its own, and a run that
-        cannot be read, scored or shown is left out with one line: one hostile record never takes the
-        session's report of the other runs with it (reports.contained)."""
+        """The session's tables, CSVs, JSON summary and HTML page (reports.session_reports)."""
         if not self.runs:
             return
-        left_out: list[str] = []
+        # here, not at the top: the reports need pandas, which a session or xdist worker that reports nothing
+        # (every worker, a collection, a usage error) should not load
+        from .reports.session_reports import write_session_reports
 
-        def say(line: str) -> None:
-            left_out.append(f"[fmlbench] {line}")
+        write_session_reports(self, terminalreporter)
 
-        runs = load_runs(sorted({run_dir for run_dir, _ in self.runs.values()}),
-                         left_out=lambda item, why: say(f"left out {describe(item)}: {why}"))
-        terminalreporter.write_sep("=", "FML-bench results")
-        reused = sorted(nodeid.split("::")[-1] for nodeid, (_, was_reused) in self.runs.items() if was_reused)
-        if reused:
-            terminalreporter.write_line(
-                f"reused {len(reused)} finished run(s) recorded earlier (pass --fresh to recompute): "
-                + ", ".join(reused)
-            )
-        for nodeid, step in sorted(self.resumed.items()):
-            terminalreporter.write_line(
-                f"resumed {nodeid.split('::')[-1]} after {step} recorded step(s) (recorded steps were replayed, not re-run)"
-            )
-        # scored once: the terminal, the CSVs, the JSON summary and the HTML page show the same numbers
-        scores = Scores.from_runs(runs, left_out=lambda item, why: say(f"left out {describe(item)}: {why}"))
-        runs = scored_runs(runs, scores)
-        tables = each_run_or_without("tables", runs, scores, lambda _, s, trial: render(
-            s, width=max(170, terminalreporter._tw.fullwidth)), say)
-        if tables:
-            terminalreporter.write(valid_unicode(tables))
-        for record, _, _ in runs:
-            # a judge that could not give a usable answer is one line each, never a crash
-            for line in record.audit.errors if record.audit is not None else ():
-                terminalreporter.write_line(
-                    f"[fmlbench] audit of {printable_line(f'{record.task}[seed{record.seed}]: {line}')}", yellow=True)
-        report_dir = self.bench.settings.out_dir / "reports"
-        with tempfile.TemporaryDirectory(prefix="fmlbench-trial-") as trial_dir:
-            each_run_or_without("CSV tables", runs, scores, lambda _, s, trial: write_csvs(
-                s, Path(trial_dir) if trial else report_dir), say)
-        written = each_run_or_without("session summary", runs, scores, lambda r, s, trial: self.write_summary(
-            r, s, None if trial else report_dir / summary.FILE_NAME), say)
-        where = f" (session summary: {summary.FILE_NAME})" if written else ""
-        terminalreporter.write_line(f"tables written to {report_dir}/{where} ; "
-                                    f"run records under {self.bench.settings.out_dir / 'runs'}/")
-        html = self.config.getoption("fmlbench_html")
-        if html:
-            self.write_html(terminalreporter, runs, scores, Path(self.config.invocation_params.dir) / html, say)
-        for line in left_out:
-            terminalreporter.write_line(line, yellow=True)
-        if self.moved_to_suite:
-            terminalreporter.write_line(junit.NOTE.format(family=junit.junit_family(self.config)))
-
-    def write_summary(self, runs: list, scores: Scores, path: Path | None) -> Path | None:
-        """The JSON session summary, written to ``path`` (None: made and encoded only, as a trial)."""
-        made = summary.build_summary(scores, source="pytest", options=self.session_options(runs),
-                                     suite=summary.suite_of(sorted(self.task_dirs)), hardware=hardware())
-        if path is None:
-            summary.encoded(made)
-            return None
-        return summary.write_summary(made, path)
-
-    def write_html(self, terminalreporter, runs: list, scores: Scores, path: Path, say) -> None:
-        from .reports.html import ReportUnavailable, render_html, write_html
-
-        def make(runs: list, scores: Scores, trial: bool):
-            return render_html(runs, scores) if trial else write_html(runs, path, scores=scores)
-
-        try:
-            written = each_run_or_without("HTML report", runs, scores, make, say, passes=(ReportUnavailable, OSError))
-        except ReportUnavailable as exc:
-            terminalreporter.write_line(f"HTML report not written: {exc}", red=True)
-        except OSError as exc:
-            terminalreporter.write_line(f"HTML report not written: {path}: {exc.strerror or exc}", red=True)
-        else:
-            if written is not None:
-                terminalreporter.write_line(f"HTML report written to {path}")
-            else:
-                terminalreporter.write_line(f"HTML report not written: {path} (see the lines below)", red=True)
-
-    def session_options(self, runs: list) -> summary.SessionOptions:
-        s = self.bench.settings
-        timeouts = {}
-        for task_dir in self.task_dirs:
-            try:
-                timeouts[task_dir.name] = load_task(task_dir / TASK_FILE).spec.timeout_s
-            except (TaskSpecError, OSError):
-                continue
-        judge = self.bench.judge
-        return summary.SessionOptions(
-            agent=s.agent_name, agent_options=s.agent_options.model_dump(mode="json"), model=s.model,
-            provider=s.provider, steps=s.steps, seeds=self.bench.seeds, sandboxed=s.sandboxed,
-            agent_mode=s.agent_mode, fresh=s.fresh,
-            max_cost_usd=s.budget.get("max_cost_usd"), max_tokens=s.budget.get("max_tokens"),
-            network=not s.sandboxed, agent_timeout_s=s.agent_limits.timeout_s, task_timeouts_s=timeouts,
-            agent_code_sha256=agent_code_sha256(s),
-            scale=s.scale if any(record.scale is not None for record, _, _ in runs) else None,
-            judges=sorted({j for record, _, _ in runs if record.audit for j in record.audit.judge_names})
-            if judge is not None else [],
-        )

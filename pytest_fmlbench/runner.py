@@ -34,7 +34,7 @@ from .isolation import warm
 from .harness_session import HarnessSession
 from .progress import LiveFile
 from .reports.disclosure import run_hardware
-from .reports.human_baseline import active_seconds, is_human
+from .reports.human_runs import active_seconds, is_human
 from .record import RecordUnreadable, RunRecord, RunStore, now
 from .safe_text import printable
 from .spec import Task

@@ -197,13 +197,15 @@ def test_the_check_finds_a_circle(tmp_path):
 
 
 @pytest.mark.parametrize("entry, absent", [
+    # every pytest and every xdist worker: the tables' libraries load where a session reports
+    ("import pytest_fmlbench.plugin", ("numpy", "pandas", "rich.table")),
     # each agent step's host (hundreds per session) and the records and editor it reads
     ("import pytest_fmlbench.agent_host.child", ("numpy", "pandas")),
     # `fmlbench data fixtures` runs once per task's fixtures: only its own command's module
     ("from pytest_fmlbench.cli.commands import command; command('data')", ("numpy", "pandas", "pytest_fmlbench.options")),
     # harness scripts that only read and write files
     ("from pytest_fmlbench.evalkit import read_json, write_json, EvalResult", ("numpy",)),
-], ids=["agent-host", "fmlbench-data", "evalkit"])
+], ids=["plugin", "agent-host", "fmlbench-data", "evalkit"])
 def test_processes_started_many_times_per_session_load_no_heavy_library(entry, absent):
     """Start-up is paid per process: these stay free of the libraries the tables and the options need."""
     import subprocess

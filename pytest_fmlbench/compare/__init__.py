@@ -8,9 +8,18 @@
 
 from __future__ import annotations
 
-from .diff import RULE, Comparison, TaskComparison, compare
-from .sessions import SavedSession, resolve, side_for
-from .sides import CompareInputError, Side
+import importlib
 
-__all__ = ["RULE", "CompareInputError", "Comparison", "SavedSession", "Side", "TaskComparison", "compare",
-           "resolve", "side_for"]
+# name -> the module that defines it: pytest loads this package with the plugin in every session and every
+# xdist worker, and the comparison's modules need pandas, which only a session that compares (or reports)
+# should pay for
+_HOMES = {"RULE": "diff", "Comparison": "diff", "TaskComparison": "diff", "compare": "diff",
+          "SavedSession": "sessions", "resolve": "sessions", "side_for": "sessions",
+          "CompareInputError": "sides", "Side": "sides"}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)

@@ -17,22 +17,29 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from ..reports.disclosure import hardware
 from ..spec import TASK_FILE, TaskSpecError, load_task
-from . import sessions
-from .diff import Comparison, compare
 from .power import Noise, declared_noise
-from .sides import CompareInputError, Side, scored_rows
-from .table import cannot_tell_line, gate_line, regression_line, render
+
+if TYPE_CHECKING:
+    from .diff import Comparison
+    from .sides import Side
+
+# .sessions, .diff, .sides and .table load pandas: they are imported where a session saves or compares, not with
+# the plugin, which every pytest and every xdist worker imports
 
 
 class SessionGate:
     def __init__(self, config: pytest.Config, out_dir: Path, runs: Callable[[], dict[str, tuple[Path, bool]]]):
         self.config = config
         self.out_dir = out_dir
-        self.sessions_dir = out_dir / sessions.SESSIONS_DIR
+        from .sessions import SESSIONS_DIR
+
+        self.sessions_dir = out_dir / SESSIONS_DIR
         # node id -> (run directory, reused), gathered by the results collector from reports
         self.runs = runs
         self.threshold = config.getoption("fmlbench_fail_on_regression")
@@ -45,6 +52,9 @@ class SessionGate:
                                     "or a saved session: last, a number, a name)")
         self.old: Side | None = None
         if ref:
+            from . import sessions
+            from .sides import CompareInputError
+
             try:
                 self.old = sessions.side_for(ref, self.sessions_dir, base=Path(config.invocation_params.dir))
             except CompareInputError as exc:
@@ -58,6 +68,9 @@ class SessionGate:
         if not runs:
             return
         from ..reports.runs import load_runs
+        from . import sessions
+        from .diff import compare
+        from .sides import Side, scored_rows
 
         by_dir = {Path(run_dir): nodeid for nodeid, (run_dir, _) in runs.items()}
         # a run left out was named by the session's summary already
@@ -108,6 +121,8 @@ class SessionGate:
                                         f"compare with it later: --fmlbench-compare=last")
         if self.comparison is None:
             return
+        from .table import cannot_tell_line, gate_line, regression_line, render
+
         terminalreporter.write_sep("=", "FML-bench comparison")
         terminalreporter.write(render(self.comparison, width=max(160, terminalreporter._tw.fullwidth),
                                       threshold=self.threshold))

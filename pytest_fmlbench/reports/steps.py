@@ -14,7 +14,7 @@ from typing import Any
 from ..record import RunRecord, RunStore, StepRecord
 from ..scoring.groups import RunGroup, identity_of
 from ..scoring.runs import from_record
-from .human_baseline import shell_session
+from .human_runs import shell_session
 
 ERROR_TAIL_CHARS = 1500  # as much of an error as the agents' prompts carry
 DIFF_MAX_LINES = 400

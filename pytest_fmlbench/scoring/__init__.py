@@ -9,10 +9,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..record import RunRecord, StepRecord
-from .aggregate import AUTO, EncoderChoice, Scores
 from .metrics import EXPLORATION, PROCESS_COLUMNS, note, score_run
 from .runs import RunInput, from_record
+
+if TYPE_CHECKING:
+    from .aggregate import AUTO, EncoderChoice, Scores
+
+
+def __getattr__(name: str):
+    # the tables' half (pandas) loads when a caller asks for it: every pytest and xdist worker imports this
+    # package for one run's NI, which needs none of it
+    if name in ("AUTO", "EncoderChoice", "Scores"):
+        from . import aggregate
+
+        return getattr(aggregate, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["AUTO", "EXPLORATION", "PROCESS_COLUMNS", "EncoderChoice", "RunInput", "Scores", "from_record",
            "ni_test", "ni_val", "process_metrics", "run_note", "score_run"]
