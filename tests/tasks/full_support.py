@@ -126,11 +126,6 @@ def copy_task_into(project: Path, small_id: str) -> None:
                     ignore=shutil.ignore_patterns("__pycache__"))
 
 
-def smoke_project(pytester, small_id: str, data_root: Path) -> Path:
-    """A project holding ``small_id``'s folder (its full task inside) and smoke fixtures in ``data_root``."""
-    return fill_smoke_project(pytester.path, small_id, data_root)
-
-
 def fill_smoke_project(project: Path, small_id: str, data_root: Path) -> Path:
     """``project`` given ``small_id``'s folder (its full task inside), and smoke fixtures in ``data_root``;
     returns the full task's folder."""
@@ -289,6 +284,11 @@ class SharedSmokeRun:
         self.project, self.data_root, self.record, self.run, self.attack = project, data_root, record, run, attack
         self.output = output
 
+    @property
+    def fixtures(self) -> Path:
+        """The smoke fixtures the run read (its data cache's smoke folder): read them, never change them."""
+        return self.data_root / "smoke"
+
 
 def shared_smoke_attack_run(task: FullTask, attack: Attack):
     """A module-scoped fixture: the task's one-step smoke run on fixtures, offline, that its smoke test and its
@@ -395,16 +395,20 @@ def _declare_own_checksum(entry: dict, fixture: Path, stamp: dict) -> None:
         entry.update({key: stamp[key] for key in ("sha256", "size", "commit") if key in stamp})
 
 
-def assert_fetch_fails_closed(task: FullTask, pytester, tmp_path: Path, data_root: Path, *,
+def assert_fetch_fails_closed(task: FullTask, pytester, fixtures: Path, data_root: Path, *,
                               only: tuple[str, ...] = (), then_fetch: bool = True, select: str | None = None):
     """Every artefact (or those named in ``only``) served from a file:// source holding other bytes (the smoke
     fixtures, archives declared at their size so the checksum is what refuses them) or from a fixture
     repository without the pinned commit is refused on one line, and nothing is kept. With ``then_fetch``,
     declaring those sources' own checksums and commits fetches each (the editable files in the checkout), and a
     second fetch finds the first cached. ``select`` is the -k expression (the task's id by default). Returns the
-    fetch's arguments."""
-    full = smoke_project(pytester, task.small_id, tmp_path / "fixtures")
-    fixtures = tmp_path / "fixtures" / "smoke"
+    fetch's arguments.
+
+    The sources are in ``fixtures``: the smoke fixtures ``fmlbench data fixtures`` wrote for the module's smoke
+    run (``SharedSmokeRun.fixtures``), which a fetch only reads; writing a second set alike took seconds of
+    processor time per task."""
+    copy_task_into(pytester.path, task.small_id)
+    full = pytester.path / "task_suites" / task.small_id / "full"
     spec = yaml.safe_load((full / "task.yaml").read_text())
     if only:
         spec["data"] = [entry for entry in spec["data"] if entry["name"] in only]

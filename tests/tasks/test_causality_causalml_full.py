@@ -131,8 +131,8 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
     assert_missing_data_is_one_line(TASK, pytester, bench, data_root, "causalml (causalml (uber)*; a git checkout)")
 
 
-def test_fetch_fails_closed_on_a_repository_without_the_pinned_commit(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_a_repository_without_the_pinned_commit(pytester, shared_run, data_root):
     """The checkout, cloned from a fixture repository that lacks the pinned commit, is refused and nothing is
     kept; with that repository's own commit declared, it is fetched, DragonNet's files and IHDP in it."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root)
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root)
     assert (data_root / "causalml" / "src" / "docs" / "examples" / "data" / "ihdp_npci_3.csv").is_file()

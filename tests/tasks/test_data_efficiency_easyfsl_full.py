@@ -139,9 +139,9 @@ def test_an_unpinned_artefact_is_one_line_before_any_step(pytester, bench, data_
                                  f"run `fmlbench data fixtures -k {TASK.id}`*"])
 
 
-def test_fetch_fails_closed_on_easyfsls_commit(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_easyfsls_commit(pytester, shared_run, data_root):
     """easyfsl comes from a fixture repository: a commit it does not hold is refused, its own is checked out."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, only=("easy-few-shot-learning",))
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root, only=("easy-few-shot-learning",))
 
 
 def _served_from_fixtures(pytester, tmp_path, shared_run):

@@ -57,6 +57,6 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
     assert_missing_data_is_one_line(TASK, pytester, bench, data_root, "cifar-100-python (CIFAR-100*; 169.0 MB)")
 
 
-def test_fetch_fails_closed_on_a_wrong_checksum(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_a_wrong_checksum(pytester, shared_run, data_root):
     """CIFAR-100 served from a file:// source of the recorded size holding other bytes: refused, nothing kept."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, then_fetch=False)
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root, then_fetch=False)

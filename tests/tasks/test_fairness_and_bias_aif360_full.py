@@ -167,9 +167,9 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
                                     "compas-scores-two-years (ProPublica's COMPAS*; 2.5 MB)")
 
 
-def test_fetch_fails_closed_on_the_file_and_the_checkout_then_fetches_what_matches(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_the_file_and_the_checkout_then_fetches_what_matches(pytester, shared_run, data_root):
     """ProPublica's file served from a file:// source holding other bytes is refused by its SHA-256, and a
     repository without AIF360's pinned commit by that commit; nothing is kept; with the sources' own checksum and
     commit declared, both are fetched (the editable file in the checkout)."""
     assert [a.name for a in SPEC.data] == ["compas-scores-two-years", "aif360"]
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root)
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root)

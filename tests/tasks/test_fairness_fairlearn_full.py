@@ -156,7 +156,7 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
                                     "openml-adult-1590 (UCI Adult as OpenML data set 1590*; size not published)")
 
 
-def test_fetch_fails_closed_on_a_wrong_checksum_then_fetches_the_right_bytes(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_a_wrong_checksum_then_fetches_the_right_bytes(pytester, shared_run, data_root):
     """adult.arff served from a file:// source holding other bytes is refused by its MD5 and nothing is kept;
     with that source's own MD5 declared it is fetched, and a second fetch finds it."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root)
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root)

@@ -177,19 +177,19 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
     assert_missing_data_is_one_line(TASK, pytester, bench, data_root, "cifar-10-python (CIFAR-10*; 170.5 MB)")
 
 
-def test_fetch_fails_closed_then_fetches_the_archive(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_then_fetches_the_archive(pytester, shared_run, data_root):
     """The archive, served from a file:// source holding other bytes, is refused and nothing is kept; with that
     source's own checksum declared it is fetched."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, only=("cifar-10-python",))
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root, only=("cifar-10-python",))
 
 
-def test_fetch_refuses_pfllib_at_another_commit_then_checks_out_its_own(pytester, tmp_path, data_root):
+def test_fetch_refuses_pfllib_at_another_commit_then_checks_out_its_own(pytester, shared_run, data_root):
     """PFLlib comes from a fixture repository: the pinned commit, which it does not hold, is refused and nothing
     kept; declared at the fixture's own commit, it is checked out with the generator the harness runs."""
-    args = assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, only=("pfllib",), then_fetch=False)
+    args = assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root, only=("pfllib",), then_fetch=False)
     task_yaml = pytester.path / "task_suites" / TASK.small_id / "full" / "task.yaml"
     spec = yaml.safe_load(task_yaml.read_text())
-    stamp = json.loads((tmp_path / "fixtures" / "smoke" / "pfllib" / "stamp.json").read_text())
+    stamp = json.loads((shared_run.fixtures / "pfllib" / "stamp.json").read_text())
     spec["data"][0]["commit"] = stamp["commit"]
     task_yaml.write_text(yaml.safe_dump(spec))
     done = fmlbench(*args)

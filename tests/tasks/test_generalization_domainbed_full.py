@@ -47,8 +47,8 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
     assert_missing_data_is_one_line(TASK, pytester, bench, data_root, "mnist-npz (MNIST*; 11.5 MB)")
 
 
-def test_fetch_fails_closed_then_fetches_the_archive_and_domainbed_at_its_commit(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_then_fetches_the_archive_and_domainbed_at_its_commit(pytester, shared_run, data_root):
     """The archive, served from a file:// source holding other bytes, is refused and nothing is kept; with that
     source's own checksum declared it is fetched. DomainBed comes from a fixture repository: a commit it does
     not hold is refused, its own commit is checked out."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root)
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root)

@@ -101,9 +101,9 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
                                     "office-home-zip (OfficeHome*; size not published)")
 
 
-def test_fetch_fails_closed_on_each_checksum_then_fetches_what_matches(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_each_checksum_then_fetches_what_matches(pytester, shared_run, data_root):
     """Every artefact served from a file:// source holding other bytes (the smoke fixtures) is refused, by the
     archive's MD5, torchvision's SHA-256, timm's SHA-256 prefix and DomainBed's commit, and nothing is kept;
     with those sources' own checksums declared, all four are fetched."""
     assert [a.name for a in SPEC.data] == ["office-home-zip", "resnet50-torchvision", "resnet50-ram-timm", "domainbed"]
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root)
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root)

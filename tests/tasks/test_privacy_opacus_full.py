@@ -47,10 +47,10 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
                                  f"run `fmlbench data fixtures -k {TASK.id}`*"])
 
 
-def test_fetch_fails_closed_on_a_wrong_checksum_then_fetches_the_right_bytes(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_on_a_wrong_checksum_then_fetches_the_right_bytes(pytester, shared_run, data_root):
     """The task's artefact, served from a file:// source holding other bytes, is refused and nothing is kept;
     with that source's own checksum declared, it is fetched, and a second fetch finds it; selected by markers,
     and listed as cached."""
-    assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, select="privacy and lite")
+    assert_fetch_fails_closed(TASK, pytester, shared_run.fixtures, data_root, select="privacy and lite")
     listing = fmlbench("data", "list", "-k", "privacy and lite", "--suite", str(pytester.path / "task_suites")).stdout
     assert re.search(r"^  cifar-10-python +[\d.]+ KB  cached, no fixture  CIFAR-10", listing, re.M), listing

@@ -5,6 +5,7 @@ preflight, fetch failing closed."""
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 
@@ -19,7 +20,7 @@ from pytest_fmlbench.taskkit import tofu
 from full_support import (Attack, FullTask, assert_fetch_fails_closed, assert_matches_original,
                           assert_missing_data_is_one_line, assert_the_shared_attack_reached_nothing,
                           assert_the_smoke_run_passed, attack_payload, data_root, fmlbench, needs_bwrap,
-                          shared_smoke_attack_run, smoke_project)
+                          shared_smoke_attack_run)
 
 TASK = FullTask("unlearning_open_unlearning")
 SPEC = TASK.spec
@@ -223,14 +224,16 @@ def test_missing_data_is_one_line_before_any_step(pytester, bench, data_root):
     assert_missing_data_is_one_line(TASK, pytester, bench, data_root, "tofu (TOFU*; a git checkout with Git LFS files)")
 
 
-def test_fetch_fails_closed_then_fetches_each_repository_with_its_lfs_objects(pytester, tmp_path, data_root):
+def test_fetch_fails_closed_then_fetches_each_repository_with_its_lfs_objects(pytester, shared_run, tmp_path, data_root):
     """A repository without the pinned revision is refused and nothing is kept; at the fixture repositories' own
     commits each is fetched, the model's weights from its LFS store checked against the committed pointer; a
     corrupt LFS object is refused on one line."""
-    args = assert_fetch_fails_closed(TASK, pytester, tmp_path, data_root, then_fetch=False)
+    # a copy: this test corrupts an LFS object of the fixtures it fetches from
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(shared_run.fixtures, fixtures, symlinks=True)
+    args = assert_fetch_fails_closed(TASK, pytester, fixtures, data_root, then_fetch=False)
     full = pytester.path / "task_suites" / TASK.small_id / "full"
     spec = yaml.safe_load((full / "task.yaml").read_text())
-    fixtures = tmp_path / "fixtures" / "smoke"
     for entry in spec["data"]:
         entry["commit"] = json.loads((fixtures / entry["name"] / "stamp.json").read_text())["commit"]
     (full / "task.yaml").write_text(yaml.safe_dump(spec))

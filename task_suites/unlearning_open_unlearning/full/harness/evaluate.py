@@ -49,17 +49,23 @@ def expected_tensors(config) -> tuple[dict[str, tuple[int, ...]], list[set[str]]
     return {name: tuple(tensor.shape) for name, tensor in state.items()}, list(groups.values())
 
 
-def check_weights(path: Path, config) -> None:
-    """OUT's file must be a safetensors file of exactly the architecture's tensors and shapes, and not much larger
-    than they are."""
-    from safetensors import safe_open
-
+def weights_file(path: Path) -> os.stat_result:
+    """OUT's weights file, a regular file; checked before torch and transformers load, which take seconds."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
         fail(f"no model: {path.name} is missing")
     if not stat.S_ISREG(info.st_mode):
         fail(f"{path.name} is not a regular file")
+    return info
+
+
+def check_weights(path: Path, config) -> None:
+    """OUT's file must be a safetensors file of exactly the architecture's tensors and shapes, and not much larger
+    than they are."""
+    from safetensors import safe_open
+
+    info = weights_file(path)
     shapes, tied = expected_tensors(config)
     limit = int(MAX_BYTES_PER_PARAMETER * sum(int(np.prod(shape)) for shape in shapes.values())) + (1 << 20)
     if info.st_size > limit:
@@ -105,6 +111,7 @@ def main() -> None:
     if not scored_path.is_file():
         fail(f"{scored_path} is missing: run prepare.py first")
     scored = json.loads(scored_path.read_text())
+    weights_file(args.out / WEIGHTS)
     import torch
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
