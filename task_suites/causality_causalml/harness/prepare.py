@@ -1,9 +1,10 @@
 """Materialise the IHDP-like data of the causality_causalml task (see ihdp_like.py).
 
-    --split val   writes the visible pool (covariates, treatment, factual outcome) into
-                  WORKSPACE/data/visible.csv and the pool's true individual effects into PRIVATE;
-    --split test  writes the hidden test units' covariates (no treatment, no outcome) into OUT and
-                  their true effects, treatments and outcomes into PRIVATE.
+    --split val   writes the visible pool (covariates, treatment, one factual outcome y_r per replication)
+                  into WORKSPACE/data/visible.csv and the pool's true individual effects, one row per
+                  replication, into PRIVATE;
+    --split test  writes the hidden test units' covariates (no treatment, no outcome) into OUT and their
+                  true effects, one row per replication, into PRIVATE.
 The true effects (mu1 - mu0) never reach the workspace or OUT. Every call writes the same bytes.
 """
 
@@ -24,22 +25,22 @@ def main() -> None:
     args = harness_args()
     if args.private is None:
         raise SystemExit("prepare.py: --private is required")
-    visible, test = visible_and_test()
-    covariates = [c for c in visible.columns if c not in ("treatment", "y", "mu0", "mu1")]
+    visible, test, visible_effects, test_effects = visible_and_test()
+    covariates = [c for c in test.columns if c != "treatment"]
     args.private.mkdir(parents=True, exist_ok=True)
     if args.split == "val":
         if args.workspace is None:
             raise SystemExit("prepare.py: --workspace is required for --split val")
         data = args.workspace / "data"
         data.mkdir(parents=True, exist_ok=True)
-        visible[covariates + ["treatment", "y"]].to_csv(data / "visible.csv", index=False, float_format="%.10g")
-        np.save(args.private / "visible_ite.npy", (visible["mu1"] - visible["mu0"]).to_numpy())
+        visible.to_csv(data / "visible.csv", index=False, float_format="%.10g")
+        np.save(args.private / "visible_ite.npy", visible_effects)
     else:
         if args.out is None:
             raise SystemExit("prepare.py: --out is required for --split test")
         args.out.mkdir(parents=True, exist_ok=True)
         test[covariates].to_csv(args.out / "test_covariates.csv", index=False, float_format="%.10g")
-        np.save(args.private / "test_ite.npy", (test["mu1"] - test["mu0"]).to_numpy())
+        np.save(args.private / "test_ite.npy", test_effects)
 
 
 if __name__ == "__main__":
