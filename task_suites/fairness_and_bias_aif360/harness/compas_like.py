@@ -6,11 +6,12 @@ recidivism table (compas-scores-two-years.csv, 6,172 defendants after ProPublica
 years), cut to the 5,278 African-American and Caucasian defendants, with the columns sex (1 = Female,
 the privileged group), race (1 = Caucasian), age_cat, priors_count (0 / 1 to 3 / More than 3),
 c_charge_degree (F / M) and the label two_year_recid (0 = no recidivism, the favourable outcome).
-AIF360 ships no data files and nothing can be downloaded here, so this module draws 5,278 defendants
-with those columns and ProPublica's published shares: 60% African-American; 17% women among
-African-American and 22% among Caucasian defendants; younger African-American defendants; more prior
-charges for men, older and African-American defendants; and a two-year
-recidivism rate of about 47% overall, about 52% for African-American and 39% for Caucasian
+AIF360 ships no data files and nothing can be downloaded here, so this module draws defendants with
+those columns and ProPublica's published shares (version 2 of the task draws 14,778, 2.8 times COMPAS's
+5,278, so that its val and hidden test splits score a method rather than a sample): 60%
+African-American; 17% women among African-American and 22% among Caucasian defendants; younger
+African-American defendants; more prior charges for men, older and African-American defendants; and a
+two-year recidivism rate of about 47% overall, about 52% for African-American and 39% for Caucasian
 defendants, about 48% for men and 36% for women (the approximate rates of the AIF360 subset). The
 label depends on age, priors, charge degree, sex and race, so the sex gap in outcomes reaches a
 classifier both directly and through priors.
@@ -24,10 +25,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-N_ROWS = 5_278
+N_ROWS = 14_778  # 2.8 x COMPAS's 5,278: 25% train (as many rows as version 1's 70%), 25% val, 50% test
 DATA_SEED = 61_722_809
 TEST_SEED = 52_780_021  # carves the hidden test rows
-TEST_FRACTION = 0.21  # as the original: 70% train, 9% val, 21% test
+TEST_FRACTION = 0.5  # version 1 (the original's shares): 0.21 of 5,278
 
 COLUMNS = ["sex", "race", "age_cat", "priors_count", "c_charge_degree"]
 LABEL = "two_year_recid"
