@@ -21,6 +21,7 @@ from .options import BenchConfig, add_options
 from .root_guard import check_root
 from .slurm import add_slurm_options, configure as configure_slurm
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
     add_slurm_options(parser)
