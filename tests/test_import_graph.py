@@ -215,3 +215,15 @@ def test_processes_started_many_times_per_session_load_no_heavy_library(entry, a
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_session_that_runs_no_task_loads_no_table_library(tmp_path):
+    """A benchmark session that ends before any run (nothing chosen, a setup problem) never pays for pandas: the
+    compare gate and the reports load it where a session saves, compares or reports runs."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, pytest; code = pytest.main(['-q', '-p', 'no:cacheprovider', '--agent=baseline', '.']); "
+             "print('LOADED', int(code), sorted(m for m in ('numpy', 'pandas', 'rich.table') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines()[-1] == "LOADED 5 []", done.stdout + done.stderr

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import pytest
@@ -37,9 +36,6 @@ class SessionGate:
     def __init__(self, config: pytest.Config, out_dir: Path, runs: Callable[[], dict[str, tuple[Path, bool]]]):
         self.config = config
         self.out_dir = out_dir
-        from .sessions import SESSIONS_DIR
-
-        self.sessions_dir = out_dir / SESSIONS_DIR
         # node id -> (run directory, reused), gathered by the results collector from reports
         self.runs = runs
         self.threshold = config.getoption("fmlbench_fail_on_regression")
@@ -56,12 +52,17 @@ class SessionGate:
             from .sides import CompareInputError
 
             try:
-                self.old = sessions.side_for(ref, self.sessions_dir, base=Path(config.invocation_params.dir))
+                self.old = sessions.side_for(ref, self.sessions_dir(), base=Path(config.invocation_params.dir))
             except CompareInputError as exc:
                 raise pytest.UsageError(f"--fmlbench-compare: {exc}") from None
         self.comparison: Comparison | None = None
         self.saved: Path | None = None
         self.error: str | None = None
+
+    def sessions_dir(self) -> Path:
+        from .sessions import SESSIONS_DIR
+
+        return self.out_dir / SESSIONS_DIR
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         runs = self.runs()
@@ -82,13 +83,13 @@ class SessionGate:
         machine = hardware()
         try:
             self.saved = sessions.save(
-                self.sessions_dir, scored,
+                self.sessions_dir(), scored,
                 commit=sessions.git_commit(Path(self.config.invocation_params.dir)),
                 args=list(self.config.invocation_params.args), exitstatus=int(exitstatus), out_dir=self.out_dir,
                 hardware=machine)
         except OSError as exc:
             # the runs are recorded already; only the session's summary is lost, and the user is told
-            self.error = f"could not save the session under {self.sessions_dir}: {exc}"
+            self.error = f"could not save the session under {self.sessions_dir()}: {exc}"
         if self.old is None:
             return
         new = Side.from_rows(f"this session ({self.saved.stem})" if self.saved else "this session", rows,
