@@ -151,10 +151,14 @@ def signal_row(task: str, values: dict) -> dict:
     baseline, direction, transform = spec.baseline.test, spec.metric.direction, spec.metric.transform
     kernel_from = "measured"
     if not values.get("kernel"):
-        # unmeasured here: the spread baseline_spread.py measured when it set the declared tolerance (MARGIN
-        # times the farthest value); no tolerance means every variant scored the declared value
-        tolerance = spec.baseline.tolerance.test if spec.baseline.tolerance else 0.0
-        values = {**values, "kernel": {"declared": baseline + tolerance / MARGIN}}
+        # unmeasured here: the task's declared noise.kernel_spread (what the gate counts), else the spread
+        # baseline_spread.py measured when it set the declared tolerance (MARGIN times the farthest value); no
+        # tolerance means every variant scored the declared value
+        if spec.noise is not None:
+            spread = spec.noise.kernel_spread
+        else:
+            spread = (spec.baseline.tolerance.test if spec.baseline.tolerance else 0.0) / MARGIN
+        values = {**values, "kernel": {"declared": baseline + spread}}
         kernel_from = "declared"
     kernel, seed_sd, headroom = noise_and_headroom(values, baseline, direction == "higher")
     # the floor needs both parts: either alone could hide the larger one
@@ -193,7 +197,8 @@ def print_table(rows: list[dict]) -> None:
               f"| {fmt(r['headroom'])} | {fmt(r['noise_floor_ni'])} | {fmt(r['headroom_ni'])} | {fmt(r['ratio'], 2)} "
               f"| {verdict} |")
     if any(r["kernel_from"] == "declared" for r in rows):
-        print(f"\n* not measured here: the declared test tolerance / {MARGIN:g}, the spread baseline_spread.py measured")
+        print(f"\n* not measured here: the task's declared noise.kernel_spread, or without one its declared test "
+              f"tolerance / {MARGIN:g} (the spread baseline_spread.py measured)")
 
 
 def main() -> None:
