@@ -227,3 +227,17 @@ def test_a_session_that_runs_no_task_loads_no_table_library(tmp_path):
              "print('LOADED', int(code), sorted(m for m in ('numpy', 'pandas', 'rich.table') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines()[-1] == "LOADED 5 []", done.stdout + done.stderr
+
+
+def test_collecting_the_suite_loads_no_model_or_sdk_library():
+    """Each of `make test`'s xdist workers collects every test module first, all at once on a busy machine:
+    torch, the LLM SDKs and scikit-learn load in the tests that use them (about 5 s of processor time per worker
+    when they loaded at collection)."""
+    import subprocess
+    import sys
+
+    heavy = ("torch", "torchvision", "transformers", "anthropic", "openai", "sklearn", "scipy")
+    probe = ("import sys, pytest; code = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-p', "
+             f"'no:xdist', 'tests']); print('LOADED', int(code), sorted(m for m in {heavy!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.stdout.splitlines()[-1] == "LOADED 0 []", done.stdout[-3000:] + done.stderr[-3000:]

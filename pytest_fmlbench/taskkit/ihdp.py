@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 COVARIATES = [f"x{i}" for i in range(1, 26)]
 COLUMNS = ["treatment", "y_factual", "y_cfactual", "mu0", "mu1", *COVARIATES]
@@ -37,12 +36,16 @@ def read(path: Path) -> pd.DataFrame:
 
 def hidden_test(n: int) -> tuple[np.ndarray, np.ndarray]:
     """(hidden test positions, visible pool positions) of ``n`` units, in the original's order."""
+    from sklearn.model_selection import train_test_split  # on use: scikit-learn costs a second to import
+
     visible, test = train_test_split(np.arange(n), test_size=TEST_FRACTION, random_state=TEST_SEED, shuffle=True)
     return test, visible
 
 
 def visible_split(n: int, val_ratio: float, val_seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train positions, val positions) into the visible pool of ``n`` units, in the original's order."""
+    from sklearn.model_selection import train_test_split
+
     train, val = train_test_split(np.arange(n), test_size=val_ratio, random_state=val_seed, shuffle=True)
     return train, val
 

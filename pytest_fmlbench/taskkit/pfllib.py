@@ -19,9 +19,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
-from torch.utils.data import Dataset
 
 from . import cifar
 
@@ -33,6 +31,7 @@ OUTPUT = "Cifar10"
 
 def _archive_cifar10(archive: Path):
     """torchvision's CIFAR10, reading the verified archive: the same images (HWC uint8), targets and transforms."""
+    from torch.utils.data import Dataset  # torch on use: importing the kit (a test's collection) stays light
 
     class ArchiveCIFAR10(Dataset):
         def __init__(self, root, train=True, transform=None, target_transform=None, download=False):
@@ -89,6 +88,8 @@ def read_client(folder: Path, part: str, client: int) -> tuple[np.ndarray, np.nd
 
 def normalise(images: np.ndarray) -> np.ndarray:
     """uint8 (n, 3, 32, 32) to what ToTensor and Normalize(0.5, 0.5) make of them, with the same float32 steps."""
+    import torch
+
     return torch.from_numpy(images).float().div(255).sub(0.5).div(0.5).numpy()
 
 

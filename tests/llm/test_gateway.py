@@ -11,8 +11,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import anthropic
-import openai
 import pytest
 
 try:
@@ -45,10 +43,14 @@ class Rig:
     charged: list
     run_dir: Path
 
-    def anthropic(self) -> anthropic.Anthropic:
+    def anthropic(self) -> "anthropic.Anthropic":
+        import anthropic
+
         return anthropic.Anthropic(api_key=PLACEHOLDER, base_url=self.base_url, max_retries=0, timeout=30)
 
-    def openai(self) -> openai.OpenAI:
+    def openai(self) -> "openai.OpenAI":
+        import openai
+
         return openai.OpenAI(api_key=PLACEHOLDER, base_url=self.base_url + "/v1", max_retries=0, timeout=30)
 
     def records(self) -> list[dict]:
@@ -294,6 +296,8 @@ def test_upstream_defaults_follow_the_sdks():
 
 # -- what the gateway refuses -----------------------------------------------------------------------
 def test_anything_but_a_model_call_is_refused(rig):
+    import anthropic
+
     r = rig(Turn("never"))
     sdk = r.anthropic()
     with pytest.raises(anthropic.NotFoundError, match="not a model call"):
@@ -310,6 +314,8 @@ def test_anything_but_a_model_call_is_refused(rig):
 
 
 def test_openai_gateway_refuses_other_apis(rig):
+    import openai
+
     r = rig(Turn("never"), provider="openai", model="gpt-4o")
     sdk = r.openai()
     with pytest.raises(openai.NotFoundError, match="/v1/chat/completions and POST /v1/responses only"):
@@ -335,6 +341,9 @@ def test_local_provider_has_no_gateway(short_dir):
 # -- budgets ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", ["anthropic", "openai"])
 def test_a_spent_budget_answers_403_and_forwards_nothing(rig, protocol):
+    import anthropic
+    import openai
+
     if protocol == "anthropic":
         r = rig(Turn("one", input_tokens=150), Turn("two"), max_tokens=100)
         call = lambda: r.anthropic().messages.create(model="claude-haiku-4-5", max_tokens=8, messages=ASK)  # noqa: E731
@@ -382,6 +391,8 @@ def test_a_resumed_tools_recorded_spending_counts_towards_the_budget_but_not_its
 
 # -- upstream failures --------------------------------------------------------------------------------
 def test_provider_errors_pass_through_and_cost_nothing(rig):
+    import openai
+
     r = rig(Failure(429, "slow down"), Failure(500, "boom"), Turn("fine"), provider="openai", model="gpt-4o")
     sdk = r.openai()
     with pytest.raises(openai.RateLimitError, match="slow down"):
@@ -398,6 +409,8 @@ def test_provider_errors_pass_through_and_cost_nothing(rig):
 
 
 def test_an_unreachable_provider_is_a_502_with_a_reason(rig):
+    import anthropic
+
     r = rig(Turn("never"))
     r.wire.stop()
     with pytest.raises(anthropic.APIStatusError, match="cannot reach http://127.0.0.1") as info:
@@ -499,6 +512,8 @@ def test_forwarder_without_a_gateway_says_so(short_dir):
 
 
 def test_forwarder_after_the_gateway_closed_answers_502(rig):
+    import anthropic
+
     r = rig(Turn("never"))
     r.gateway.close()
     r.gateway.close()  # idempotent
@@ -554,6 +569,8 @@ def test_a_chunked_request_body_is_read(rig):
 def test_a_stream_the_provider_breaks_off_is_broken_for_the_tool_too(tmp_path, short_dir, api_keys):
     """The provider sends the start of a stream, then closes: the tool must see a broken reply (no clean
     end), and the record says so, with the usage known so far charged."""
+    import anthropic
+
     listener = socket.create_server(("127.0.0.1", 0))
     start = {"type": "message_start", "message": {
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5", "content": [],

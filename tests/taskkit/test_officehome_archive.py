@@ -6,8 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from torchvision.datasets import ImageFolder
 
 from pytest_fmlbench.taskkit import fixtures, officehome
 from pytest_fmlbench.taskkit.officehome import _jpeg
@@ -15,6 +13,8 @@ from pytest_fmlbench.taskkit.officehome import _jpeg
 
 def unpacked_order(archive, root):
     """What DomainBed sees: the archive unpacked, every domain folder read by ImageFolder."""
+    from torchvision.datasets import ImageFolder
+
     with zipfile.ZipFile(archive) as zf:
         zf.extractall(root)
     top = root / officehome.TOP
@@ -65,6 +65,8 @@ def test_an_archive_without_the_four_domains_is_one_line(tmp_path):
 
 
 def test_the_weights_fixture_is_a_state_dict_torch_loads_safely(tmp_path):
+    import torch
+
     path = tmp_path / "resnet50-0676ba61.pth"
     fixtures.torch_checkpoint(path)
     state = torch.load(path, weights_only=True)

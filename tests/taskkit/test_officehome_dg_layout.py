@@ -5,12 +5,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from torchvision.datasets import ImageFolder
 
 from pytest_fmlbench.taskkit import fixtures, officehome
 
 
 def test_imagefolder_reads_office_home_dg_as_two_folder_classes_in_the_kits_order(tmp_path):
+    from torchvision.datasets import ImageFolder
+
     archive = tmp_path / "office_home_dg.zip"
     fixtures.office_home_dg_zip(archive)
     with zipfile.ZipFile(archive) as zf:

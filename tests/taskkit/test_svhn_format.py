@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from scipy.io import savemat
 
 from pytest_fmlbench.taskkit import fixtures, svhn
 
@@ -30,6 +29,8 @@ def test_the_svhn_fixture_reads_as_torchvision_reads_svhn(tmp_path):
 
 
 def test_a_file_without_svhns_layout_is_one_line(tmp_path):
+    from scipy.io import savemat
+
     savemat(tmp_path / "other.mat", {"X": np.zeros((28, 28, 5), np.uint8), "y": np.ones((5, 1), np.uint8)})
     with pytest.raises(ValueError, match=r"other.mat: X uint8\(28, 28, 5\) / y \(5,\) are not SVHN's layout"):
         svhn.read(tmp_path / "other.mat")

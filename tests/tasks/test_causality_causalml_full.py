@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-from sklearn.model_selection import train_test_split
 
 from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
                           assert_matches_original, assert_missing_data_is_one_line,
@@ -54,6 +53,8 @@ def test_the_spec_is_the_originals():
 def test_the_splits_are_the_originals():
     """The original cuts IHDP with train_test_split on its data frames: the hidden test first (21%, seed 42),
     then the visible pool by split_config.json; the same positions, in the same order, as cutting indices."""
+    from sklearn.model_selection import train_test_split
+
     rng = np.random.default_rng(0)
     frame = rng.standard_normal((747, 3))
     visible_rows, test_rows = train_test_split(frame, test_size=0.21, random_state=42, shuffle=True)

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-import torchvision.datasets
 import yaml
 
 from pytest_fmlbench.spec import TaskSpec
@@ -70,6 +69,8 @@ def test_normalised_pixels_come_back_bit_for_bit():
 
 
 def test_the_generator_runs_from_the_checkout_and_leaves_it_and_this_process_as_they_were(tmp_path, monkeypatch):
+    import torchvision.datasets
+
     fixtures.cifar10_python(tmp_path / "cifar-10-python.tar.gz")
     checkout = tmp_path / "checkout"
     gitrepo.write_repository(checkout, STANDIN, "PFLlib stand-in")

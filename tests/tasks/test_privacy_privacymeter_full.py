@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from full_support import (Attack, FullTask, assert_edits_the_originals_checkout, assert_fetch_fails_closed,
                           assert_matches_original, assert_missing_data_is_one_line,
@@ -109,20 +108,28 @@ def test_rmia_finds_a_planted_leak_and_not_a_missing_one():
     assert abs(private["AUC"] - 0.5) < 0.05
 
 
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv, self.norm = torch.nn.Conv2d(3, 4, 3, stride=4), torch.nn.BatchNorm2d(4)
-        self.head = torch.nn.Linear(4, 10)
+def tiny_model():
+    """A small image classifier, made where a test needs it (torch is imported on use, not at collection)."""
+    import torch
 
-    def forward(self, x):
-        return self.head(torch.nn.functional.gelu(self.norm(self.conv(x))).mean(dim=(2, 3)))
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.norm = torch.nn.Conv2d(3, 4, 3, stride=4), torch.nn.BatchNorm2d(4)
+            self.head = torch.nn.Linear(4, 10)
+
+        def forward(self, x):
+            return self.head(torch.nn.functional.gelu(self.norm(self.conv(x))).mean(dim=(2, 3)))
+
+    return Tiny()
 
 
 def test_the_exported_model_runs_without_its_code_and_unsafe_graphs_are_refused(tmp_path, monkeypatch):
+    import torch
+
     driver, graphs = workspace_driver(), TASK.harness_module("aten_graph")
     monkeypatch.setattr(driver, "EXPORT_BATCH", 8)
-    model = Tiny().eval()
+    model = tiny_model().eval()
     driver.export(model, tmp_path)
     audited = graphs.AuditedModel(tmp_path, torch.device("cpu"))
     x = torch.randn(8, 3, 32, 32)
@@ -138,7 +145,7 @@ def test_the_exported_model_runs_without_its_code_and_unsafe_graphs_are_refused(
         with pytest.raises(graphs.GraphError, match=re.escape(reason)):
             graphs.AuditedModel(tmp_path, torch.device("cpu"))
     (tmp_path / "model_graph.json").write_text(json.dumps(graph))
-    torch.save({"weights": Tiny()}, tmp_path / "model_tensors.pt")  # a pickled module, not tensors
+    torch.save({"weights": torch.nn.Linear(4, 10)}, tmp_path / "model_tensors.pt")  # a pickled module, not tensors
     with pytest.raises(graphs.GraphError, match="not a dict of tensors"):
         graphs.AuditedModel(tmp_path, torch.device("cpu"))
 

@@ -12,7 +12,6 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from scipy.stats import ks_2samp
 
 from pytest_fmlbench.scoring.original import builtin_tasks
 from pytest_fmlbench.taskkit import tofu
@@ -126,6 +125,7 @@ def test_the_experiment_and_the_evaluator_encode_a_pair_alike(stand_in):
 
 def test_truth_ratios_forget_quality_and_utility_are_the_originals(stand_in):
     import torch
+    from scipy.stats import ks_2samp
 
     model, tokenizer, pairs = stand_in["model"], stand_in["tokenizer"], stand_in["forget"][:6]
 
