@@ -1,6 +1,10 @@
 """A stronger method than the baseline's Barlow Twins, written by hand for the signal table
-(scripts/signal_table.py): SimCLR's contrastive loss (lightly's NTXentLoss) on the same projector, with Adam.
-Barlow Twins converges slowly; a contrastive loss with in-batch negatives learns faster under this budget.
+(scripts/signal_table.py): SimCLR's contrastive loss (lightly's NT-Xent, temperature 0.3) on the same
+projector and LARS schedule, and views whose colours are distorted over the whole hue circle. The class
+is the object's shape, and colour is the nuisance two views of one image share most (object, background
+and distractor colours): with the baseline's hue jitter of 0.1 a method can match views by colour. Tuned
+on validation only (one seed each, val accuracy; the baseline's is 0.13): Barlow Twins with these views
+0.20; NT-Xent with them and AdamW at lr 0.002 0.25; NT-Xent with them and the baseline's LARS 0.40.
 The rest is the baseline's file.
 
 train.py (protected) builds the backbone (encoder.Backbone, chosen in backbone.json) and calls
@@ -76,7 +80,7 @@ class ScaledBarlowTwinsLoss(nn.Module):
 
 def get_loss(config: dict) -> nn.Module:
     """NT-Xent: each view's projection is pulled to its pair's and pushed from the batch's other images."""
-    return NTXentLoss(temperature=config.get("temperature", 0.2))
+    return NTXentLoss(temperature=config.get("temperature", 0.3))
 
 
 def get_optimizer(model: nn.Module, config: dict, total_steps: int):
@@ -114,13 +118,15 @@ class Augmentation:
         self.input_size = input_size
         self.min_scale = config.get("min_scale", 0.5)
         strength = config.get("cj_strength", 1.0)
-        self.jitter = (0.4 * strength, 0.4 * strength, 0.2 * strength, 0.1 * strength)
+        # hue as its own setting: up to 0.5 turns a colour anywhere on the circle
+        self.jitter = (0.4 * strength, 0.4 * strength, 0.2 * strength, config.get("hue", 0.1 * strength))
+        self.grayscale_prob = config.get("grayscale_prob", 0.2)
         self.blur_prob = config.get("blur_prob", 0.0)
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         out = random_resized_crop(images, self.input_size, (self.min_scale, 1.0), (3 / 4, 4 / 3), 0.5, generator)
         out = colour_jitter(out, *self.jitter, 0.8, generator)
-        out = random_grayscale(out, 0.2, generator)
+        out = random_grayscale(out, self.grayscale_prob, generator)
         out = gaussian_blur(out, (0.1, 2.0), self.blur_prob, generator)
         return normalise(out)
 
