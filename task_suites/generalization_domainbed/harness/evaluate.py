@@ -1,10 +1,8 @@
-"""Score one DomainBed experiment on ColoredMNIST-on-digits.
+"""Score one DomainBed experiment on ColoredMNIST-on-digits (test environment 2).
 
---split val : DomainBed's training-domain validation. OUT/predictions.npy holds the predictions for
-              the out-split of each training environment (the rows split_config.json holds out), env 0's
-              first; in_acc is the mean of the per-environment accuracies, as DomainBed's
-              IIDAccuracySelectionMethod averages env{i}_out_acc over the training environments.
---split test: in_acc is the accuracy on the held-out environment (env 2, colour correlation reversed).
+OUT/predictions.npy holds the experiment's class predictions for the held-out environment's images of the
+split: on val its validation part (WORKSPACE/data/val_X.npy, DomainBed's test-domain "oracle" validation,
+the original's env2_out_acc), on test the rest of it (the original's env2_in_acc). in_acc is their accuracy.
 Labels come from PRIVATE only; the predictions are untrusted input, read with allow_pickle=False.
 """
 
@@ -17,62 +15,29 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layout import NUM_CLASSES, TEST_ENV, TRAIN_ENVS  # noqa: E402
+from layout import NUM_CLASSES, TEST_ENV  # noqa: E402
 
-from pytest_fmlbench.evalkit import (  # noqa: E402
-    fail,
-    harness_args,
-    load_labels,
-    load_split_config,
-    split_indices,
-    write_result,
-)
+from pytest_fmlbench.evalkit import fail, harness_args, load_labels, write_result  # noqa: E402
 
 DATASET = f"ColoredMNIST_test_env{TEST_ENV}"
-
-
-def private_labels(path: Path) -> np.ndarray:
-    if not path.is_file():
-        fail(f"{path} is missing: run prepare.py first")
-    return np.load(path, allow_pickle=False)
-
-
-def binomial_stderr(accuracy: float, n: int) -> float:
-    return math.sqrt(accuracy * (1 - accuracy) / n)
+LABELS = {"val": "val_y.npy", "test": "test_y.npy"}
+PROTOCOL = {"val": "test-domain validation (held-out part of env 2)", "test": "the rest of env 2"}
 
 
 def main() -> None:
     args = harness_args()
-    for name in ("workspace", "out", "private", "result"):
+    for name in ("out", "private", "result"):
         if getattr(args, name) is None:
             fail(f"--{name} is required")
-
-    if args.split == "val":
-        try:
-            split_config = load_split_config(args.workspace)
-        except Exception as exc:  # a broken editable split_config.json is the experiment's failure
-            fail(f"split_config.json is invalid: {str(exc).splitlines()[0]}")
-        labels = {}
-        for e in TRAIN_ENVS:
-            y = private_labels(args.private / f"env{e}_y.npy")
-            labels[e] = y[split_indices(len(y), split_config)[1]]
-        pred = load_labels(args.out / "predictions.npy", sum(len(v) for v in labels.values()), NUM_CLASSES)
-        means, stderrs, start = {}, {}, 0
-        for e, y in labels.items():
-            acc = float(np.mean(pred[start:start + len(y)] == y))
-            means[f"env{e}_out_acc"], stderrs[f"env{e}_out_acc"] = acc, binomial_stderr(acc, len(y))
-            start += len(y)
-        means["in_acc"] = float(np.mean([means[f"env{e}_out_acc"] for e in TRAIN_ENVS]))
-        stderrs["in_acc"] = math.sqrt(sum(stderrs[f"env{e}_out_acc"] ** 2 for e in TRAIN_ENVS)) / len(TRAIN_ENVS)
-        info = {"split": "val", "protocol": "training-domain validation",
-                "n_eval": {f"env{e}": len(y) for e, y in labels.items()}}
-    else:
-        y = private_labels(args.private / "test_y.npy")
-        pred = load_labels(args.out / "predictions.npy", len(y), NUM_CLASSES)
-        acc = float(np.mean(pred == y))
-        means = {"in_acc": acc, f"env{TEST_ENV}_acc": acc}
-        stderrs = {"in_acc": binomial_stderr(acc, len(y))}
-        info = {"split": "test", "held_out_env": TEST_ENV, "n_eval": len(y)}
+    labels_path = args.private / LABELS[args.split]
+    if not labels_path.is_file():
+        fail(f"{labels_path} is missing: run prepare.py first")
+    y = np.load(labels_path, allow_pickle=False)
+    pred = load_labels(args.out / "predictions.npy", len(y), NUM_CLASSES)
+    acc = float(np.mean(pred == y))
+    means = {"in_acc": acc, f"env{TEST_ENV}_{args.split}_acc": acc}
+    stderrs = {"in_acc": math.sqrt(acc * (1 - acc) / len(y))}
+    info = {"split": args.split, "held_out_env": TEST_ENV, "protocol": PROTOCOL[args.split], "n_eval": len(y)}
     write_result(args.result, {DATASET: means}, stderrs={DATASET: stderrs}, info=info)
 
 

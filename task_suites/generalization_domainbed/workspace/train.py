@@ -1,13 +1,13 @@
 """Experiment driver (protected): DomainBed's training loop on ColoredMNIST-on-digits, test env 2.
 
-    python train.py --split val  --out OUT   train, predict the training environments' out-splits
-    python train.py --split test --out OUT   same training, predict OUT/test_X.npy (the held-out env)
+    python train.py --split val  --out OUT   train, predict data/val_X.npy (the held-out env's validation part)
+    python train.py --split test --out OUT   same training, predict OUT/test_X.npy (the rest of the held-out env)
 
 As DomainBed's scripts/train.py: each training environment is cut into an in-split (training) and an
-out-split (validation) by split_config.json; each step draws one minibatch per environment (with
-replacement, as DomainBed's InfiniteDataLoader) and calls algorithm.update; the model after the last
-step is the one evaluated. Both splits train the same model, so the test run reproduces the validated
-one. Writes OUT/predictions.npy (int64 class labels; for val, env 0's out-split first, then env 1's).
+out-split (held out, its accuracy printed as a diagnostic) by split_config.json; each step draws one
+minibatch per environment (with replacement, as DomainBed's InfiniteDataLoader) and calls
+algorithm.update; the model after the last step is the one evaluated. Both splits train the same model,
+so the test run reproduces the validated one. Writes OUT/predictions.npy (int64 class labels).
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ def main() -> None:
     seed = int(hparams.get("seed", 0))
 
     split_config = load_split_config(here)
-    train_sets, val_sets = [], []
+    train_sets, out_sets = [], []
     for e in TRAIN_ENVS:
         X, y = np.load(here / "data" / f"env{e}_X.npy"), np.load(here / "data" / f"env{e}_y.npy")
         in_idx, out_idx = split_indices(len(y), split_config)
         train_sets.append((to_tensor(X[in_idx]), torch.from_numpy(y[in_idx])))
-        val_sets.append((to_tensor(X[out_idx]), torch.from_numpy(y[out_idx])))
+        out_sets.append((to_tensor(X[out_idx]), torch.from_numpy(y[out_idx])))
 
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -83,15 +83,12 @@ def main() -> None:
             stats = ", ".join(f"{k} {np.mean([h[k] for h in recent if k in h]):.4f}" for k in keys)
             print(f"step {step + 1}/{hparams['steps']}: {stats}", flush=True)
 
-    if args.split == "val":
-        parts = [predict(algorithm, X, device) for X, _ in val_sets]
-        predictions = np.concatenate(parts)
-        # a diagnostic only; the score comes from the evaluator
-        accs = [float(np.mean(p == y.numpy())) for p, (_, y) in zip(parts, val_sets)]
-        print("training-domain validation (diagnostic): " + ", ".join(
-            f"env{e}_out_acc {a:.4f}" for e, a in zip(TRAIN_ENVS, accs)))
-    else:
-        predictions = predict(algorithm, to_tensor(np.load(args.out / "test_X.npy")), device)
+    # a diagnostic only (DomainBed's training-domain validation); the score comes from the evaluator
+    accs = [float(np.mean(predict(algorithm, X, device) == y.numpy())) for X, y in out_sets]
+    print("training environments' out-splits (diagnostic): " + ", ".join(
+        f"env{e}_out_acc {a:.4f}" for e, a in zip(TRAIN_ENVS, accs)))
+    images = here / "data" / "val_X.npy" if args.split == "val" else args.out / "test_X.npy"
+    predictions = predict(algorithm, to_tensor(np.load(images)), device)
     args.out.mkdir(parents=True, exist_ok=True)
     np.save(args.out / "predictions.npy", predictions)
     write_json(args.out / "run_info.json", {"steps": hparams["steps"], "train_seconds": time.perf_counter() - started,
