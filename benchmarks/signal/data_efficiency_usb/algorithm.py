@@ -1,17 +1,21 @@
 """A hand-written better method for the signal table: FixMatch with FreeMatch's self-adaptive
 thresholds (Wang et al., "FreeMatch: Self-adaptive Thresholding for Semi-supervised Learning", ICLR 2023),
-at the baseline's budget (300 steps, the same network, augmentations, optimiser and EMA).
+with the same network, augmentations, optimiser and EMA as the baseline, run longer and on more unlabeled
+images per step (config.json: 600 steps instead of 300, uratio 7 as USB's instead of 4; about 25 s on
+one core, inside the task's 60 s). Picked on the validation split: val 0.965 against 0.954 at the
+baseline's 300 steps and uratio 4 (with 1 label per class instead of 2, tried for issue 45: 0.965 against
+0.769).
 
 FixMatch keeps a pseudo-label only where the weak view's confidence reaches a fixed 0.95. With 2 labels
-per class and 300 steps, the model is rarely that confident early on, so most of the unlabeled pool goes
-unused for much of the run (the baseline's mask ratio is about 0.5 at step 200). FreeMatch replaces the
-fixed cut-off by one that follows the model's own confidence: a global threshold, the exponential moving
-average of the mean top confidence on the weak views (starting at 1/C), scaled per class by the moving
-average of that class's mean predicted probability over the largest one (classes the model is still
-unsure of get a lower bar). Early on many pseudo-labels pass; as the model grows confident the bar
-rises (to about 0.8 by step 300). The moving averages use momentum 0.99 instead of FreeMatch's 0.999,
-which is tuned for a million steps: over 300 steps 0.999 leaves the threshold near its start (val 0.911
-against 0.954 with 0.99). FreeMatch's fairness loss is left out. p_cutoff is no longer read.
+per class, the model is rarely that confident early on, so most of the unlabeled pool goes unused for much
+of the run (the baseline's mask ratio is about 0.5 at step 200).
+FreeMatch replaces the fixed cut-off by one that follows the model's own confidence: a global threshold,
+the exponential moving average of the mean top confidence on the weak views (starting at 1/C), scaled per
+class by the moving average of that class's mean predicted probability over the largest one (classes the
+model is still unsure of get a lower bar). Early on many pseudo-labels pass; as the model grows confident
+the bar rises (to about 0.8 by step 300). The moving averages use momentum 0.99 instead of FreeMatch's
+0.999, which is tuned for a million steps: over 300 steps 0.999 leaves the threshold near its start (val
+0.911 against 0.954 with 0.99). FreeMatch's fairness loss is left out. p_cutoff is no longer read.
 
 train.py (protected) calls
     build_algorithm(num_classes, num_unlabeled, config, device) -> algorithm
