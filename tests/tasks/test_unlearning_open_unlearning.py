@@ -1,6 +1,8 @@
 """unlearning_open_unlearning: the baseline reproduces task.yaml, and agent code cannot reach the
 retain-only reference, the hidden test items or the harness."""
 
+import importlib.util
+import json
 import subprocess
 import sys
 
@@ -58,3 +60,18 @@ def test_the_shipped_models_match_the_recipe_that_built_them():
     done = subprocess.run([sys.executable, "-c", CHECK_REFERENCE], cwd=TASK_DIR / "harness",
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "reference ok" in done.stdout, done.stderr[-2000:]
+
+
+def test_forget_quality_is_scored_on_enough_items_to_tell_methods_apart(monkeypatch):
+    """Version 2 (issue 45): a KS p-value over n items moves in steps of 1/n. Version 1 scored 29 test items
+    (19 on validation), too few for the baseline to score other than the untouched model or for validation
+    to pick a better configuration; version 2 scores TOFU's 200-author forget10 with five wrong answers each."""
+    spec = importlib.util.spec_from_file_location("unlearning_authors", TASK_DIR / "harness" / "authors.py")
+    authors = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, authors)  # its dataclasses look their module up there
+    spec.loader.exec_module(authors)
+    pop = authors.population()
+    reference = json.loads((TASK_DIR / "harness" / "reference" / "reference.json").read_text())
+    assert (len(pop["val_items"]), len(pop["test_items"])) == (64, 96)
+    assert all(len(item["perturbed"]) == 5 for item in pop["val_items"] + pop["test_items"])
+    assert {split: len(reference["retain_model"][split]) for split in ("val", "test")} == {"val": 64, "test": 96}

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 AUTHOR_SEED = 27_182
-N_AUTHORS = 60
+N_AUTHORS = 200
 FORGET_FRACTION = 0.1  # TOFU's forget10
-N_PERTURBED = 3  # wrong answers per truth-ratio item (TOFU uses 5)
+N_PERTURBED = 5  # wrong answers per truth-ratio item (TOFU's five)
 VAL_FRACTION = 0.4  # of the forget facts, scored on validation; the rest on the hidden test
 
 SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vel", "dor", "sin", "pa", "ru", "zel", "mor", "ti", "nek",

@@ -44,9 +44,11 @@ from pytest_fmlbench.evalkit import (  # noqa: E402
 
 DATASET = "tofu_like_forget10"
 MAX_MODEL_BYTES = 64 << 20
-# The full model's utility on the retain pairs is ~0.99; a model that has lost most of what it knew
-# about the retain authors is not a useful unlearning result, however good its forget quality.
-UTILITY_FLOOR = 0.6
+# The full model's utility on the retain pairs is ~0.78. A model that knows the answers' wording but no
+# fact scores ~0.22 (the retain-only model on the forget authors' pairs); the floor asks an unlearned model
+# to keep clearly more than that about the retain authors. Version 1's 0.6 (of a full model at 0.90) cut
+# off all but the mildest gradient ascent, so that random search's picks hinged on a rare sample.
+UTILITY_FLOOR = 0.3
 # Fine-tuning away from the full model moves its weights by a few tenths of their norm at most;
 # two independent initialisations of this GPT-2 lie about 1.4 apart.
 MAX_WEIGHT_CHANGE = 0.8
