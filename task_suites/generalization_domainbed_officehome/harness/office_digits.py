@@ -16,6 +16,10 @@ digits, upsampled to 16x16 RGB, with a documented style shift:
   (china.jpg, flower.jpg) as background, the digit as an object of a random colour lit by a random
   brightness gradient, sensor noise on top.
 
+Each digit is drawn RENDERS times (a small random rotation, scale and shift of its shape, then its own
+style draw), so a domain holds four times as many images as digits; a digit appears in one domain only.
+Art's digits are cut in two disjoint parts: 30% for validation, 70% for the hidden test.
+
 Everything is drawn with numpy from one seeded generator, so the data are the same on every run. The
 seed and the recipe live only in harness/.
 """
@@ -26,7 +30,7 @@ import numpy as np
 from scipy import ndimage
 from sklearn.datasets import load_digits, load_sample_images
 
-from layout import ENVIRONMENTS, NUM_CLASSES, TEST_ENV, TRAIN_ENVS  # noqa: F401  (re-exported)
+from layout import ART_TEST, ART_VAL, ENVIRONMENTS, NUM_CLASSES, TEST_ENV, TRAIN_ENVS  # noqa: F401  (re-exported)
 
 SEED = 20240611
 SIZE = 16
@@ -110,17 +114,46 @@ def real_world(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 STYLES = (art, clipart, product, real_world)
+RENDERS = 4  # style draws per digit: each domain shows each of its digits this many times
+ART_VAL_FRACTION = 0.3  # of Art's digits, the validation part; the rest is the hidden test part
 
 
-def environments() -> list[tuple[np.ndarray, np.ndarray]]:
-    """The four domains, each (X uint8 (n, 3, 16, 16), y int64 (n,)), in ENVIRONMENTS order."""
+def _jitter(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A small random rotation, scale and shift of each mask, so that a digit's renders differ in shape too."""
+    n = len(masks)
+    angle = rng.uniform(-0.2, 0.2, n)
+    scale = rng.uniform(0.9, 1.1, n)
+    shift = rng.uniform(-1.0, 1.0, (n, 2))
+    centre = (SIZE - 1) / 2
+    out = np.empty_like(masks)
+    for i in range(n):
+        c, s = np.cos(angle[i]) / scale[i], np.sin(angle[i]) / scale[i]
+        matrix = np.array([[c, -s], [s, c]])
+        offset = centre - matrix @ (centre + shift[i])
+        out[i] = ndimage.affine_transform(masks[i], matrix, offset=offset, order=1, mode="constant")
+    return np.clip(out, 0, 1)
+
+
+def _render(style, images: np.ndarray, renders: int, rng: np.random.Generator) -> np.ndarray:
+    masks = _jitter(np.repeat(_masks(images), renders, axis=0), rng)
+    return np.round(np.clip(style(masks, rng), 0, 1) * 255).astype(np.uint8)
+
+
+def environments(renders: int = RENDERS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The training domains by name (Clipart, Product, RealWorld) and Art's two parts (ArtVal, ArtTest), each
+    (X uint8 (n, 3, 16, 16), y int64 (n,)); every digit is in one of them only, drawn ``renders`` times."""
     digits = load_digits()
     rng = np.random.default_rng(SEED)
     order = rng.permutation(len(digits.target))
     images, targets = digits.images[order], digits.target[order].astype(np.int64)
-    envs = []
+    out = {}
     for e, style in enumerate(STYLES):
-        masks = _masks(images[e::len(STYLES)])
-        rendered = np.clip(style(masks, rng), 0, 1)
-        envs.append((np.round(rendered * 255).astype(np.uint8), targets[e::len(STYLES)]))
-    return envs
+        imgs, ys = images[e::len(STYLES)], targets[e::len(STYLES)]
+        if e == TEST_ENV:
+            n_val = int(round(len(ys) * ART_VAL_FRACTION))
+            parts = {ART_VAL: slice(0, n_val), ART_TEST: slice(n_val, None)}
+        else:
+            parts = {ENVIRONMENTS[e]: slice(None)}
+        for name, part in parts.items():
+            out[name] = (_render(style, imgs[part], renders, rng), np.repeat(ys[part], renders))
+    return out
