@@ -268,8 +268,9 @@ class AuditLimits(_Strict):
 
 
 class TaskNoise(_Strict):
-    """How much the task's test value moves when nothing better was done, in the metric's raw units: what a
-    comparison of two sessions must tell a real change from (``fmlbench compare``, ``--fmlbench-compare``)."""
+    """How much the task's test value moves when nothing better was done: what a comparison of two sessions
+    must tell a real change from (``fmlbench compare``, ``--fmlbench-compare``). In the metric's raw units, or
+    for a transformed metric on the scored scale (``scale: scored``)."""
 
     kernel_spread: float = Field(
         ge=0, description="the largest difference of the unchanged baseline's test value from one machine (CPU "
@@ -278,6 +279,10 @@ class TaskNoise(_Strict):
         ge=0, description="the standard deviation of one run's test value over seeds, of a stochastic agent "
         "(random-search at its usual budget) on one machine")
     measured_on: str = Field(min_length=1, description="where and when: '<CPU or GPU>, <date>'")
+    scale: Literal["metric", "scored"] = Field(
+        "metric", description="the units of seed_sd and kernel_spread: the metric's raw units, or 'scored' for a "
+        "transformed metric (metric.transform), the scale the tables score after the transform, where a spread "
+        "of the raw value says little (a p-value's spread near 0 on -log10 p)")
 
 
 class MeasuredBaseline(_Strict):
@@ -338,6 +343,13 @@ class TaskSpec(_Strict):
         None, description="modules the experiments' warm parent imports before it forks each step "
         "(e.g. [numpy, pandas, sklearn.linear_model]); absent: the installed modules the baseline's "
         "files import; []: experiments start cold")
+
+    @model_validator(mode="after")
+    def _noise_on_a_scale_the_metric_has(self) -> TaskSpec:
+        if self.noise is not None and self.noise.scale == "scored" and self.metric.transform == "none":
+            raise ValueError("noise.scale: scored is for a transformed metric (metric.transform); this metric's "
+                             "noise is in its own units (scale: metric)")
+        return self
 
     @model_validator(mode="after")
     def _full_profile_declares_its_scale(self) -> TaskSpec:

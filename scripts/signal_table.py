@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from baseline_spread import MARGIN, VARIANTS, run_variant  # noqa: E402
 
-from pytest_fmlbench.scoring.metrics import scale, scored_direction, transform_value  # noqa: E402
+from pytest_fmlbench.scoring.metrics import raw_value, scale, scored_direction, transform_value  # noqa: E402
 from pytest_fmlbench.spec import load_task  # noqa: E402
 
 BETTER_METHODS = REPO / "benchmarks" / "signal"
@@ -154,16 +154,18 @@ def signal_row(task: str, values: dict) -> dict:
         # unmeasured here: the task's declared noise.kernel_spread (what the gate counts), else the spread
         # baseline_spread.py measured when it set the declared tolerance (MARGIN times the farthest value); no
         # tolerance means every variant scored the declared value
-        if spec.noise is not None:
-            spread = spec.noise.kernel_spread
+        if spec.noise is not None and spec.noise.scale == "scored":
+            # declared after the transform: the raw value that far from the baseline on the scored scale
+            declared = raw_value(transform_value(baseline, transform) + spec.noise.kernel_spread, transform)
+        elif spec.noise is not None:
+            declared = baseline + spec.noise.kernel_spread
         else:
-            spread = (spec.baseline.tolerance.test if spec.baseline.tolerance else 0.0) / MARGIN
-        values = {**values, "kernel": {"declared": baseline + spread}}
+            declared = baseline + (spec.baseline.tolerance.test if spec.baseline.tolerance else 0.0) / MARGIN
+        values = {**values, "kernel": {"declared": declared}}
         kernel_from = "declared"
     kernel, seed_sd, headroom = noise_and_headroom(values, baseline, direction == "higher")
     # the floor needs both parts: either alone could hide the larger one
     noise = None if kernel is None or seed_sd is None else max(kernel, seed_sd)
-    ratio = None if noise is None or headroom is None or headroom <= 0 else noise / headroom
 
     # NI: the same figures on the scored scale, over the normalisation range D
     scored_baseline = transform_value(baseline, transform)
@@ -171,6 +173,9 @@ def signal_row(task: str, values: dict) -> dict:
     kernel_s, seed_sd_s, headroom_s = noise_and_headroom(on_scored_scale(values, transform), scored_baseline,
                                                          scored_direction(direction, transform) == "higher")
     noise_s = None if kernel_s is None or seed_sd_s is None else max(kernel_s, seed_sd_s)
+    # on the scored scale, as the tables and the gate see the task (the raw scale's ratio where nothing is
+    # transformed; a p-value's spread in p says little about -log10 p)
+    ratio = None if noise_s is None or headroom_s is None or headroom_s <= 0 else noise_s / headroom_s
 
     def ni(x: float | None) -> float | None:
         return None if x is None or not d else x / d

@@ -173,6 +173,30 @@ def test_declared_noise_is_converted_to_ni_with_the_scorers_normalisation():
         TaskSpec.model_validate({**spec, "noise": {"kernel_spread": -1, "seed_sd": 0, "measured_on": "x"}})
 
 
+def test_noise_declared_on_the_scored_scale_is_ni_over_d_and_only_for_a_transformed_metric():
+    """A p-value near 0 scored as -log10 p: a spread of p says nothing of the scored scale (raw p's spread around
+    a baseline of 1e-14 would leave the log's domain), so such a task declares its noise after the transform."""
+    from pytest_fmlbench.spec import TaskSpec
+
+    spec = yaml.safe_load((DATA / "toy_task" / "task.yaml").read_text())
+    spec.update(metric={"key": "p", "direction": "higher", "transform": "neg_log10"},
+                baseline={"val": 1e-13, "test": 1e-14}, normalization={"best": 0.0, "worst": "baseline"})  # D = 14
+    scored = {"kernel_spread": 0.5, "seed_sd": 1.4, "scale": "scored", "measured_on": "AMD EPYC, 2026-12-07"}
+    got = declared_noise(TaskSpec.model_validate({**spec, "noise": scored}))
+    assert got.seed_sd == pytest.approx(0.1) and got.kernel_spread == pytest.approx(0.5 / 14)
+    # the raw test value's seed spread is unknown (one seed a side cannot tell); the kernel spread, a margin, is
+    # carried back to p at the baseline, on its wider side
+    seed_sd, spread = got.on("test")
+    assert math.isnan(seed_sd) and spread == pytest.approx(10 ** -13.5 - 1e-14)
+    assert declared_noise(TaskSpec.model_validate({**spec, "noise": {**scored, "kernel_spread": 0.0}})).on(
+        "test")[1] == 0.0
+    # the same spread in p, as a metric-scale declaration, leaves the log's domain below the baseline: no scale
+    assert math.isnan(declared_noise(TaskSpec.model_validate({**spec, "noise": {**scored, "scale": "metric"}})).seed_sd)
+    untransformed = yaml.safe_load((DATA / "toy_task" / "task.yaml").read_text())
+    with pytest.raises(ValueError, match="noise.scale: scored is for a transformed metric"):
+        TaskSpec.model_validate({**untransformed, "noise": scored})
+
+
 def test_the_gate_reads_the_noise_of_the_tasks_it_ran(tmp_path):
     from pytest_fmlbench.compare.gate import SessionGate
 

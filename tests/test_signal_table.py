@@ -1,6 +1,7 @@
 """scripts/signal_table.py: the noise floor, the headroom and their ratio it derives from measured test values."""
 
 import importlib.util
+import math
 import statistics
 
 import pytest
@@ -89,3 +90,19 @@ def test_an_unmeasured_kernel_spread_is_the_declared_one_else_the_one_the_tolera
     row = row_declaring(None)
     assert row["kernel_from"] == "declared" and row["kernel_spread"] == pytest.approx(tolerance / 3)
     assert row["noise_floor"] == pytest.approx(max(tolerance / 3, statistics.stdev(seeds)))
+
+
+def test_a_transformed_metrics_ratio_is_taken_on_the_scored_scale(table):
+    """A p-value scored as -log10 p: the picks' spread in p (about 1e-3) beside a headroom of about 0.2 in p
+    would give a meaningless ratio; the tables and the gate see -log10 p."""
+    task = "unlearning_open_unlearning"
+    spec = declared(task)
+    assert spec.metric.transform == "neg_log10"
+    seeds = [1e-6, 1e-3, 1e-4, 3e-3, 5e-4]
+    row = table.signal_row(task, {"kernel": {"default": spec.baseline.test}, "seeds": seeds, "better": 0.2})
+    scored = [-math.log10(p) for p in seeds]
+    d = -math.log10(spec.baseline.test)  # best 0, worst the baseline
+    assert row["noise_floor_ni"] == pytest.approx(statistics.stdev(scored) / d)
+    assert row["headroom_ni"] == pytest.approx((d + math.log10(0.2)) / d)
+    assert row["ratio"] == pytest.approx(row["noise_floor_ni"] / row["headroom_ni"])
+    assert row["ratio"] != pytest.approx(row["noise_floor"] / row["headroom"], rel=0.1)

@@ -44,7 +44,7 @@ class Noise:
 def declared_noise(spec) -> Noise | None:
     """task.yaml's ``noise`` in NI units, with the scorer's normalisation (transform, then over D); None when
     the task declares none, or its NI has no scale (an unmeasured baseline)."""
-    from ..scoring.metrics import scale, transform_value
+    from ..scoring.metrics import raw_value, scale, transform_value
 
     noise, baseline = spec.noise, spec.baseline.test
     if noise is None or baseline is None:
@@ -56,6 +56,15 @@ def declared_noise(spec) -> Noise | None:
     d = scale(spec.normalization.best, spec.normalization.worst, scored)
     if not d:
         return None
+
+    if noise.scale == "scored":
+        # declared after the transform: NI's scale directly. The raw test value's seed spread is not known (a
+        # comparison of raw values at one seed cannot tell); the kernel spread, a margin, is carried back to the
+        # raw scale at the baseline, on the side where it is wider
+        low, high = (raw_value(scored + side * noise.kernel_spread, transform) for side in (-1, 1))
+        raw_spread = max(abs(low - baseline), abs(high - baseline)) if noise.kernel_spread else 0.0
+        return Noise(seed_sd=noise.seed_sd / d, kernel_spread=noise.kernel_spread / d, raw_seed_sd=NAN,
+                     raw_kernel_spread=raw_spread, measured_on=noise.measured_on)
 
     def in_ni(raw: float) -> float:
         if transform == "none" or raw == 0:

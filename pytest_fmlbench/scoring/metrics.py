@@ -58,6 +58,15 @@ def transform_value(value: float | None, transform: str) -> float | None:
     return v
 
 
+def raw_value(scored: float, transform: str) -> float:
+    """The raw value a scored one comes from: the inverse of ``transform_value``."""
+    if transform == "neg_log10":
+        return 10.0 ** -scored
+    if transform == "none":
+        return scored
+    raise ValueError(f"unknown transform {transform!r}")
+
+
 def scored_direction(direction: str, transform: str) -> str:
     """Direction on the scored scale: -log10 is decreasing, so it flips which way is better."""
     if transform == "neg_log10":
