@@ -17,6 +17,7 @@ an ``__init__`` that re-exports it, which Python handles).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -91,12 +92,17 @@ def targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, kn
 Graph = dict[str, set[str]]  # module -> the modules it imports
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def import_graph(roots: dict[str, Path], import_time_only: bool = True) -> Graph:
     files = {name: path for root, folder in roots.items() for name, path in module_files(root, folder).items()}
     known = set(files)
     graph: Graph = {module: set() for module in known}
     for module, path in files.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _parsed(path)
         nodes = import_time_imports(tree) if import_time_only else [
             n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
         for node in nodes:
@@ -229,15 +235,108 @@ def test_a_session_that_runs_no_task_loads_no_table_library(tmp_path):
     assert done.stdout.splitlines()[-1] == "LOADED 5 []", done.stdout + done.stderr
 
 
+# what the suite's test modules may not import when they are collected (they load in the tests that use them)
+HEAVY_AT_COLLECTION = {"torch", "torchvision", "transformers", "anthropic", "openai", "sklearn", "scipy"}
+TESTS = REPO / "tests"
+
+
+def external_imports(tree: ast.Module) -> set[str]:
+    """The top-level names of the libraries a module imports when it is imported (absolute imports only)."""
+    names = set()
+    for node in import_time_imports(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _package_heavy(module: str, package: Graph, package_files: dict[str, Path],
+                   known: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
+    """Library -> the package's modules through which importing ``module`` imports it (``known``: the answers so
+    far, for this graph; the import-time graph has no cycle, a test above says so)."""
+    if module not in known:
+        own = external_imports(_parsed(package_files[module])) & HEAVY_AT_COLLECTION
+        heavy = {library: [module] for library in own}
+        for imported in sorted(package[module]):
+            for library, path in _package_heavy(imported, package, package_files, known).items():
+                heavy.setdefault(library, [module, *path])
+        known[module] = heavy
+    return known[module]
+
+
+def collection_imports(test_file: Path, package: Graph, package_files: dict[str, Path],
+                       known: dict[str, dict[str, list[str]]] | None = None) -> dict[str, list[str]]:
+    """Library -> the chain of modules through which collecting ``test_file`` imports it: the test module's and
+    its local helpers' import-time imports (``from full_support import ...``, ``from .conftest import ...``),
+    and those of the package's modules they reach (the import graph at import time)."""
+    found: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    known = {} if known is None else known
+
+    def local(name: str, folder: Path, level: int) -> Path | None:
+        base = folder
+        for _ in range(max(level - 1, 0)):
+            base = base.parent
+        for root in ([base] if level else [folder, TESTS, TESTS / "tasks"]):
+            for candidate in (root / f"{name}.py", root / name / "__init__.py"):
+                if candidate.is_file():
+                    return candidate
+        return None
+
+    def visit_package(module: str, chain: list[str]) -> None:
+        for library, path in _package_heavy(module, package, package_files, known).items():
+            found.setdefault(library, [*chain, *path])
+
+    def visit_file(path: Path, chain: list[str]) -> None:
+        if str(path) in seen:
+            return
+        seen.add(str(path))
+        here = [*chain, str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name]
+        for node in import_time_imports(_parsed(path)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                top = name.split(".")[0]
+                if top in HEAVY_AT_COLLECTION:
+                    found.setdefault(top, here)
+                elif top in ROOTS:
+                    known = [m for m in (name, *(f"{name}.{a.name}" for a in getattr(node, "names", [])))
+                             if m in package]
+                    for module in known:
+                        visit_package(module, here)
+                elif name or isinstance(node, ast.ImportFrom):
+                    level = node.level if isinstance(node, ast.ImportFrom) else 0
+                    helper = local(top, path.parent, level) if top else None
+                    if helper is not None:
+                        visit_file(helper, here)
+
+    visit_file(test_file, [])
+    return found
+
+
 def test_collecting_the_suite_loads_no_model_or_sdk_library():
     """Each of `make test`'s xdist workers collects every test module first, all at once on a busy machine:
-    torch, the LLM SDKs and scikit-learn load in the tests that use them (about 5 s of processor time per worker
-    when they loaded at collection)."""
-    import subprocess
-    import sys
+    torch, the LLM SDKs and scikit-learn load in the tests that use them, not at collection (read from the
+    modules' import-time imports, through the package's import graph and the tests' own helper modules)."""
+    package = import_graph(ROOTS)
+    package_files = {name: path for root, folder in ROOTS.items() for name, path in module_files(root, folder).items()}
+    collected = [p for p in sorted(TESTS.rglob("*.py")) if "data" not in p.relative_to(TESTS).parts[:1]
+                 and "__pycache__" not in p.parts and (p.name.startswith("test_") or p.name == "conftest.py")]
+    assert len(collected) > 100
+    known: dict[str, dict[str, list[str]]] = {}
+    heavy = {str(p.relative_to(REPO)): found for p in collected
+             if (found := collection_imports(p, package, package_files, known))}
+    assert heavy == {}, heavy
 
-    heavy = ("torch", "torchvision", "transformers", "anthropic", "openai", "sklearn", "scipy")
-    probe = ("import sys, pytest; code = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-p', "
-             f"'no:xdist', 'tests']); print('LOADED', int(code), sorted(m for m in {heavy!r} if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.stdout.splitlines()[-1] == "LOADED 0 []", done.stdout[-3000:] + done.stderr[-3000:]
+
+def test_the_collection_check_follows_helpers_and_the_package(tmp_path, monkeypatch):
+    """A heavy import two steps away (a test's helper module, a package module it imports) is found."""
+    package_files = {name: path for root, folder in ROOTS.items() for name, path in module_files(root, folder).items()}
+    package = import_graph(ROOTS)
+    monkeypatch.setattr(__import__(__name__), "TESTS", tmp_path)
+    (tmp_path / "helper.py").write_text("import json\nfrom pytest_fmlbench.taskkit import digit_convnets\n")
+    (tmp_path / "test_a.py").write_text("import pytest\nfrom helper import thing\n\ndef test():\n    import openai\n")
+    (tmp_path / "test_b.py").write_text("import pytest\n\ntry:\n    import anthropic\nexcept ImportError:\n    pass\n")
+    found = collection_imports(tmp_path / "test_a.py", package, package_files)
+    assert set(found) == {"torch"} and found["torch"][-1] == "pytest_fmlbench.taskkit.digit_convnets", found
+    assert set(collection_imports(tmp_path / "test_b.py", package, package_files)) == {"anthropic"}
