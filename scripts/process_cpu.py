@@ -33,7 +33,7 @@ KINDS = [
     ("agent host", r"agent_host\.child"),
     ("warm parent", r"warm/parent/main\.py"),
     ("xdist worker", r"-c import sys;exec\(eval"),
-    ("child pytest", r"-m ?pytest( |$)|-mpytest "),
+    ("child pytest", r"-m ?pytest( |$)|-mpytest |pytest_zygote\.py serve"),  # the forks of tests/pytest_zygote.py too
     ("fmlbench command", r"bin/fmlbench|-m pytest_fmlbench\.cli"),
     ("experiment", r"train\.py|run\.py"),
     ("harness command", r"harness/|prepare\.py|evaluate\.py"),

@@ -1,10 +1,13 @@
 import os
 import resource
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from pytest_zygote import SOCKET_ENV as ZYGOTE_SOCKET_ENV, Zygote
 
 pytest_plugins = ["pytester"]
 
@@ -16,10 +19,11 @@ REPO = Path(__file__).parent.parent
 
 
 def _cpu_seconds() -> float:
-    """Processor time of this process and of the children it has waited for (a child pytest, the processes
-    that one waited for, and so on)."""
+    """Processor time of this process and of the children it has waited for (the processes those waited for,
+    and so on), child pytests forked by this process's zygote included."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    forked = _zygote.children_cpu() if _zygote is not None else 0.0
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + forked
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -58,6 +62,35 @@ def pytest_collection_modifyitems(config, items):
                                   fixtures.name2fixturedefs.values() for d in defs)
         if shared:
             item.add_marker(pytest.mark.xdist_group(path))
+
+
+_zygote: Zygote | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def child_pytest_server(tmp_path_factory):
+    """Where this process's child pytests are forked from (tests/pytest_zygote.py), started on a test's first
+    child pytest; its socket's path is in the environment every child inherits."""
+    global _zygote
+    socket_path = str(tmp_path_factory.getbasetemp() / "pytest-zygote.sock")
+    _zygote = Zygote(socket_path, dict(os.environ))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ZYGOTE_SOCKET_ENV, socket_path)
+        yield _zygote
+    _zygote.stop()
+    _zygote = None
+
+
+def child_pytest() -> tuple[str, ...]:
+    """What runs a child pytest: ``python -m pytest``, or its stand-in forked from this process's zygote."""
+    return _zygote.command() if _zygote is not None else (sys.executable, "-mpytest")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytester whose ``runpytest_subprocess`` starts its child from the zygote."""
+    pytester._getpytestargs = child_pytest
+    return pytester
 
 
 @pytest.fixture(scope="session", autouse=True)

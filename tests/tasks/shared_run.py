@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from conftest import child_args
+from conftest import child_args, child_pytest
 
 
 def built_once(tmp_path_factory: pytest.TempPathFactory, key: str, build):
@@ -67,7 +67,7 @@ def run_child(project: Path, *args: str, env: dict[str, str] | None = None) -> p
     child_env.update(HOME=str(project), USERPROFILE=str(project), **(env or {}))
     basetemp = tempfile.mkdtemp(prefix="runpytest-", dir=project)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={basetemp}", *child_args(*args)], cwd=project,
+    done = subprocess.run([*child_pytest(), f"--basetemp={basetemp}", *child_args(*args)], cwd=project,
                           env=child_env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     print(done.stdout)
     print(done.stderr, file=sys.stderr)
