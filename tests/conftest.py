@@ -2,6 +2,7 @@ import os
 import resource
 import shutil
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -68,17 +69,20 @@ _zygote: Zygote | None = None
 
 
 @pytest.fixture(scope="session", autouse=True)
-def child_pytest_server(tmp_path_factory):
+def child_pytest_server():
     """Where this process's child pytests are forked from (tests/pytest_zygote.py), started on a test's first
     child pytest; its socket's path is in the environment every child inherits."""
     global _zygote
-    socket_path = str(tmp_path_factory.getbasetemp() / "pytest-zygote.sock")
+    # a short path: a socket's is at most 107 bytes, which a pytester folder inside another can pass
+    folder = tempfile.mkdtemp(prefix="fmlbench-zygote-")
+    socket_path = os.path.join(folder, "socket")
     _zygote = Zygote(socket_path, dict(os.environ))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(ZYGOTE_SOCKET_ENV, socket_path)
         yield _zygote
     _zygote.stop()
     _zygote = None
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def child_pytest() -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 import re
 import subprocess
+import shutil
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -69,10 +70,17 @@ def test_suite_time_names_an_unreadable_file_in_one_line(tmp_path):
 def test_the_suites_own_tests_record_their_processor_time(pytester):
     """tests/conftest.py adds each test's processor time, its child processes' included, to the JUnit XML: a test
     that sleeps records next to none, one that computes in a child process records that child's time (processor
-    time, whatever else the machine runs meanwhile)."""
+    time, whatever else the machine runs meanwhile), also in a child pytest forked from the zygote
+    (tests/pytest_zygote.py), which is no child of the test's process."""
     pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    shutil.copy(REPO / "tests" / "pytest_zygote.py", pytester.path)
+    inner = pytester.mkdir("inner")
+    (inner / "pytest.ini").write_text("[pytest]\n")
+    (inner / "test_spins.py").write_text("import time\n\ndef test_spins():\n    t = time.process_time()\n"
+                                         "    while time.process_time() - t < 1.0:\n        pass\n")
     pytester.makepyfile(test_work="""
-        import subprocess, sys, time
+        import os, subprocess, sys, time
+        from conftest import child_pytest
 
         def test_waits():
             time.sleep(1.0)
@@ -80,13 +88,21 @@ def test_the_suites_own_tests_record_their_processor_time(pytester):
         def test_computes_in_a_child():
             subprocess.run([sys.executable, "-c", "t = __import__('time').process_time()\\n"
                             "while __import__('time').process_time() - t < 1.0: pass"], check=True)
+
+        def test_computes_in_a_forked_child_pytest():
+            command = child_pytest()
+            assert "pytest_zygote.py" in command[-1]
+            done = subprocess.run([*command, "-p", "no:cacheprovider", "-q", "test_spins.py"], cwd="inner",
+                                  capture_output=True, text=True)
+            assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
     """)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml=tests.xml").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml=tests.xml", "test_work.py").assert_outcomes(passed=3)
     cases = {case.get("name"): case for case in ET.parse(pytester.path / "tests.xml").getroot().iter("testcase")}
     cpu = {name: float(next(p.get("value") for p in case.iter("property") if p.get("name") == "cpu_s"))
            for name, case in cases.items()}
     assert cpu["test_waits"] < 0.5 and float(cases["test_waits"].get("time")) >= 1.0, cpu
     assert 1.0 <= cpu["test_computes_in_a_child"] < 3.0, cpu
+    assert 1.0 <= cpu["test_computes_in_a_forked_child_pytest"] < 6.0, cpu
 
 
 def test_suite_time_says_how_busy_each_row_is_and_which_tests_waited():

@@ -91,12 +91,14 @@ def _start(control):
     read = tuple((config.get("guard") or {}).get("read", ()))
     outside = []
     if read:
+        real_folders = {}
         for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None)
             # a relative __file__ names no file (torch.ops says "_ops.py")
-            if isinstance(path, str) and os.path.isabs(path) and not any(
-                    _under(os.path.realpath(path), tree) for tree in read):
-                outside.append(f"module {name} from {path}")
+            if isinstance(path, str) and os.path.isabs(path):
+                real = _real_path(path, real_folders)
+                if not any(_under(real, tree) for tree in read):
+                    outside.append(f"module {name} from {path}")
         outside += [f"mapped file {path}" for path in sorted(files)
                     if not any(_under(path, tree) for tree in read)]
     report = {
