@@ -136,15 +136,21 @@ PRELOAD = ("pytest", "_pytest.pytester", "pytest_fmlbench.plugin", "pytest_fmlbe
            "pytest_fmlbench.runner", "pytest_fmlbench.reports.runs", "pytest_fmlbench.reports.session_reports",
            "pytest_fmlbench.reports.human_baseline", "pytest_fmlbench.audit.tables", "pytest_fmlbench.compare.gate",
            "pytest_fmlbench.compare.diff", "pytest_fmlbench.compare.sessions", "pytest_fmlbench.failure_causes",
-           "pandas", "numpy", "rich.console", "rich.table", "xml.etree.ElementTree", "unittest", "pdb",
-           "email.parser")
+           "pandas", "pandas.io.formats.csvs", "pandas.core.methods.to_dict", "pandas.core.reshape.reshape", "numpy",
+           "rich.console", "rich.table", "zstandard", "xml.etree.ElementTree", "unittest", "pdb", "email.parser")
 
 
 def _preload() -> None:
+    import gc
     import importlib
 
-    for name in PRELOAD:
+    from _pytest.config import default_plugins
+
+    for name in (*PRELOAD, *(f"_pytest.{plugin}" for plugin in default_plugins)):
         importlib.import_module(name)
+    # what is here now lives as long as any child: its collections need not walk it (nor copy its pages)
+    gc.collect()
+    gc.freeze()
 
 
 class _Child:
