@@ -58,7 +58,7 @@ class Zygote:
             import subprocess
 
             self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", self.socket_path],
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env)
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env, cwd="/")
             ready = self.process.stdout.readline()
             if ready != b"ready\n":
                 raise RuntimeError(f"the child pytests' server did not start (it said {ready!r})")
