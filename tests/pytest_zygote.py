@@ -154,8 +154,8 @@ def _preload() -> None:
 
 
 class _Child:
-    def __init__(self, pid: int, pidfd: int, link: socket.socket):
-        self.pid, self.pidfd, self.link = pid, pidfd, link
+    def __init__(self, pid: int, link: socket.socket):
+        self.pid, self.link = pid, link
 
 
 def serve(path: str) -> dict | None:
@@ -163,10 +163,9 @@ def serve(path: str) -> dict | None:
     fork that is to become a child pytest."""
     import selectors
 
-    here = os.path.dirname(os.path.abspath(__file__))
     own_pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     _preload()
-    base_path = [p for p in sys.path if p != here and p not in own_pythonpath]
+    base_path = [p for p in sys.path if p not in own_pythonpath]  # its own folder is gone already (__main__)
     startup = _startup_env(dict(os.environ))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
@@ -225,7 +224,7 @@ def serve(path: str) -> dict | None:
                 for fd in fds:
                     os.close(fd)
                 pidfd = os.pidfd_open(pid)
-                child = _Child(pid, pidfd, link)
+                child = _Child(pid, link)
                 children[link.fileno()] = child
                 by_pidfd[pidfd] = child
                 selector.register(link, selectors.EVENT_READ, "client")
